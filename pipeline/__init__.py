@@ -1,0 +1,1 @@
+"""skillsft's library: stage logic and the teacher layer. Never imports luigi (see tasks/)."""

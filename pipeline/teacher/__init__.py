@@ -1,0 +1,1 @@
+"""The teacher layer: one interface (base.py); OpenAI-compatible and offline implementations."""

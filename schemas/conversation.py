@@ -1,0 +1,31 @@
+"""Distilled conversations (FORMATS.md 7, ShareGPT layout) and alpaca records (section 8)."""
+
+from typing import Literal
+
+from pydantic import Field
+
+from schemas.base import StrictModel
+
+
+class Turn(StrictModel):
+    from_: Literal["human", "gpt"] = Field(alias="from")
+    value: str
+
+
+class ExtraInfo(StrictModel):
+    task: str
+    task_type: str
+    num_steps: int
+    source: str
+    env_id: str | None = None
+
+
+class Conversation(StrictModel):
+    system: str
+    conversations: list[Turn]
+    extra_info: ExtraInfo
+
+
+class AlpacaRecord(StrictModel):
+    instruction: str
+    output: str
