@@ -10,6 +10,8 @@ from dataclasses import dataclass
 from typing import Literal
 
 from pipeline import categories
+from pipeline.conversations import Layout, SearchLayout, TextLayout
+from pipeline.postchecks import ALFWORLD_CHECKS, WEBSHOP_CHECKS, PostCheck
 
 
 @dataclass(frozen=True)
@@ -22,10 +24,69 @@ class EnvSpec:
     classify_task: Callable[[str, str | None], str]
     # Where a skill bank keeps this environment's per-category skills.
     bank_category_key: Literal["task_specific_skills", "query_type_skills"]
+    # Stages 3-4 (FORMATS.md 7-8): how conversation turns and alpaca records are rendered, and
+    # the checks a turn must pass before it becomes a record (pipeline/postchecks.py).
+    layout: Layout | None = None
+    postchecks: tuple[PostCheck, ...] = ()
 
     def label(self, category: str) -> str:
         return self.category_labels.get(category, category.replace("_", " ").title())
 
+
+# FORMATS.md 7-8, byte for byte: the layout of the released SkillRL SFT corpus.
+_TEXT_TURN_TAIL = (
+    "Your admissible actions of the current situation are: [{admissible}].\n\n"
+    "Now it's your turn to take an action.\n"
+    "You should first reason step-by-step about the current situation. This reasoning process "
+    "MUST be enclosed within <think> </think> tags.\n"
+    "Once you've finished your reasoning, you should choose an admissible action for current "
+    "step and present it within <action> </action> tags."
+)
+_TEXT_TURNS = dict(
+    first_turn="Your current observation is: {observation}\n" + _TEXT_TURN_TAIL,
+    later_turn=(
+        "{history}\nYou are now at step {step} and your current observation is: {observation}\n"
+        + _TEXT_TURN_TAIL
+    ),
+    history_line="[Observation {i}: '{observation}', Action {i}: '{action}']",
+    output="<think>{thought}</think>\n<action>{action}</action>",
+    progress_first="\n\n## Current Progress\n",
+    progress_later=(
+        "\n\n## Current Progress\n\nPrior to this step, you have already taken {k} step(s). "
+        "Below are the most recent {n} observations and the corresponding actions you took: "
+    ),
+)
+ALFWORLD_LAYOUT = TextLayout(
+    system_template=(
+        "You are an expert agent operating in the ALFRED Embodied Environment.\n"
+        "Your task is to: {task}\n\n{block}"
+    ),
+    final_action="done",
+    **_TEXT_TURNS,
+)
+WEBSHOP_LAYOUT = TextLayout(
+    system_template=(
+        "You are an expert autonomous agent operating in the WebShop e-commerce environment.\n"
+        "Your task is to: {task}\n\n{block}"
+    ),
+    **_TEXT_TURNS,
+)
+SEARCH_LAYOUT = SearchLayout(
+    system_template="You are a helpful and harmless assistant.",
+    human_template=(
+        "You are an expert agent tasked with answering the given question step-by-step.\n"
+        "Your question: {question}\n\n{block}\n\n{history}"
+        "You should first reason step-by-step inside <think> </think> tags. Then either issue "
+        "another search via <search>...</search> or commit to a final answer via "
+        "<answer>...</answer>."
+    ),
+    history_header="History:\n",
+    history_line="Step {j}: {action}",
+    information=" <information>{information}</information>",
+    history_footer="\n\n",
+    output="<think>{thought}</think>\n{action}",
+    progress_first="\n\n## Current Progress\n",
+)
 
 ALFWORLD = EnvSpec(
     name="alfworld",
@@ -34,6 +95,8 @@ ALFWORLD = EnvSpec(
     category_labels=categories.ALFWORLD_LABELS,
     classify_task=categories.classify_alfworld,
     bank_category_key="task_specific_skills",
+    layout=ALFWORLD_LAYOUT,
+    postchecks=ALFWORLD_CHECKS,
 )
 
 WEBSHOP = EnvSpec(
@@ -43,6 +106,8 @@ WEBSHOP = EnvSpec(
     category_labels=categories.WEBSHOP_LABELS,
     classify_task=categories.classify_webshop,
     bank_category_key="task_specific_skills",
+    layout=WEBSHOP_LAYOUT,
+    postchecks=WEBSHOP_CHECKS,
 )
 
 SEARCH = EnvSpec(
@@ -52,6 +117,7 @@ SEARCH = EnvSpec(
     category_labels=categories.SEARCH_LABELS,
     classify_task=categories.classify_search,
     bank_category_key="query_type_skills",
+    layout=SEARCH_LAYOUT,
 )
 
 ENVS: dict[str, EnvSpec] = {spec.name: spec for spec in (ALFWORLD, WEBSHOP, SEARCH)}

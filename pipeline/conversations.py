@@ -1,0 +1,368 @@
+"""Conversation turns (FORMATS.md 7) and their alpaca form (section 8), per turn layout.
+
+Two layouts exist because the environments' prompts differ in shape, not because stage code
+cares which environment it runs:
+
+- `TextLayout` (ALFWorld, WebShop): the system prompt carries the task and the skill block;
+  each human turn shows a window of earlier (observation, action) pairs, the current
+  observation and the admissible actions. Its alpaca form splices the history behind a
+  `## Current Progress` header. An optional synthetic last turn answers `final_action`.
+- `SearchLayout` (Search-QA): a fixed system prompt; each human turn repeats the question and
+  the block and carries the earlier searches with the information they retrieved. Its alpaca
+  form is always the turn-0 form.
+
+Both offer the same methods (`system`, `succeeded`, `build_turns`, `alpaca_records`), so an
+`EnvSpec` simply points at one of them. Templates are plain strings with named fields, kept in
+`pipeline/envs.py` beside the other per-environment data.
+"""
+
+import hashlib
+import random
+import re
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from schemas.conversation import AlpacaRecord, Conversation
+from schemas.trajectory import Step
+
+if TYPE_CHECKING:
+    from pipeline.postchecks import PostCheck
+
+
+@dataclass(frozen=True)
+class RenderOptions:
+    history: int = 5  # (observation, action) pairs shown per turn
+    seed: int = 0  # with the trajectory id, seeds the synthetic final turn's action sample
+    search_information: bool = True  # False reproduces the older actions-only Search history
+    final_choices: int = 9  # how many of the winning step's actions the synthetic turn shows
+
+
+@dataclass(frozen=True)
+class TurnDraft:
+    """One human turn and the action that answers it, before a thought is attached.
+
+    `observation` and `admissible` are what the teacher is shown for this step; `human` is the
+    exact text the corpus will carry.
+    """
+
+    human: str
+    action: str
+    observation: str
+    admissible: tuple[str, ...] = ()
+    synthetic: bool = False
+
+
+@dataclass(frozen=True)
+class TextTurn:
+    """A text-environment turn as data: what was seen, what was done, and why.
+
+    `emit` is False for a turn a post-check dropped: it stays in the sequence because the
+    agent did take that action, so later turns' histories still show it.
+    """
+
+    observation: str
+    admissible: tuple[str, ...]
+    action: str
+    thought: str = ""
+    emit: bool = True
+
+
+class LayoutError(ValueError):
+    """A trajectory or conversation that does not fit its environment's layout."""
+
+
+def final_choice_rng(seed: int, trajectory_id: str) -> random.Random:
+    """An RNG that is the same for a record in every run and on every machine.
+
+    str seeds go through Python's own hashing of the seed; sha256 makes the derivation explicit
+    and independent of PYTHONHASHSEED and Python version.
+    """
+    digest = hashlib.sha256(f"{seed}:{trajectory_id}".encode()).digest()
+    return random.Random(int.from_bytes(digest[:8], "big"))
+
+
+def sample_final_choices(
+    actions: Sequence[str], final_action: str, count: int, rng: random.Random
+) -> tuple[str, ...]:
+    """Up to `count` of the given actions in random order, with `final_action` at a random place."""
+    pool = [a for a in actions if a != final_action]
+    choices = rng.sample(pool, min(count, len(pool)))
+    choices.insert(rng.randint(0, len(choices)), final_action)
+    return tuple(choices)
+
+
+def split_actions(text: str) -> tuple[str, ...]:
+    """Split a rendered admissible list on ", " outside brackets (`search[a, b]` is one action)."""
+    if not text:
+        return ()
+    actions, depth, start = [], 0, 0
+    for i, char in enumerate(text):
+        if char == "[":
+            depth += 1
+        elif char == "]":
+            depth = max(0, depth - 1)
+        elif depth == 0 and text.startswith(", ", i):
+            actions.append(text[start:i])
+            start = i + 2
+    actions.append(text[start:])
+    return tuple(actions)
+
+
+def template_pattern(template: str, groups: dict[str, str]) -> re.Pattern[str]:
+    """A regex matching what `template.format(...)` produces, capturing the named fields."""
+    pattern, pos = "", 0
+    for match in re.finditer(r"\{(\w+)\}", template):
+        pattern += re.escape(template[pos : match.start()])
+        pattern += f"(?P<{match.group(1)}>{groups.get(match.group(1), '.*?')})"
+        pos = match.end()
+    pattern += re.escape(template[pos:])
+    return re.compile(pattern, re.DOTALL)
+
+
+_THOUGHT_ACTION = re.compile(r"<think>(?P<thought>.*)</think>\n(?P<answer>.*)", re.DOTALL)
+
+
+@dataclass(frozen=True)
+class TextLayout:
+    """ALFWorld/WebShop turns. Field templates use {task}, {block}, {observation}, {admissible},
+    {history}, {step}, {k}, {n}, {i}, {action}, {thought}."""
+
+    system_template: str
+    first_turn: str
+    later_turn: str
+    history_line: str
+    output: str
+    progress_first: str
+    progress_later: str
+    final_action: str | None = None  # answer of a synthetic last turn after a win; None: none
+    win_reward: float = 10.0
+
+    def system(self, task: str, block: str) -> str:
+        return self.system_template.format(task=task, block=block)
+
+    def succeeded(self, record: Any, steps: Sequence[Step]) -> bool:
+        return any(s.done and s.reward >= self.win_reward for s in steps)
+
+    # -- building ----------------------------------------------------------------------------
+
+    def turns_from_steps(
+        self, steps: Sequence[Step], trajectory_id: str, options: RenderOptions
+    ) -> list[TextTurn]:
+        """Turn k shows step k's observation and is answered by step k+1's action, verbatim."""
+        turns = []
+        for k in range(len(steps) - 1):
+            action = steps[k + 1].action
+            if action is None:
+                raise LayoutError(f"{steps[k + 1].step_id} has no action; only Step -1 may")
+            turns.append(
+                TextTurn(steps[k].observation, tuple(steps[k].admissible_actions), action)
+            )
+        if self.final_action is not None and steps and self.succeeded(None, steps):
+            win = steps[-1]
+            rng = final_choice_rng(options.seed, trajectory_id)
+            choices = sample_final_choices(
+                win.admissible_actions, self.final_action, options.final_choices, rng
+            )
+            turns.append(TextTurn(win.observation, choices, self.final_action))
+        return turns
+
+    def build_turns(
+        self,
+        task: str,
+        block: str,
+        steps: Sequence[Step],
+        trajectory_id: str,
+        options: RenderOptions,
+    ) -> list[TurnDraft]:
+        turns = self.turns_from_steps(steps, trajectory_id, options)
+        humans = self.render_humans(turns, options.history)
+        synthetic_at = len(steps) - 1  # index of the synthetic turn, when there is one
+        return [
+            TurnDraft(human, t.action, t.observation, t.admissible, synthetic=k == synthetic_at)
+            for k, (human, t) in enumerate(zip(humans, turns, strict=True))
+        ]
+
+    def history_lines(self, turns: Sequence[TextTurn], k: int, history: int) -> list[str]:
+        window = turns[max(0, k - history) : k] if history > 0 else []
+        return [
+            self.history_line.format(i=i, observation=t.observation, action=t.action)
+            for i, t in enumerate(window, start=1)
+        ]
+
+    def render_human(self, turns: Sequence[TextTurn], k: int, history: int) -> str:
+        turn = turns[k]
+        admissible = ", ".join(turn.admissible)
+        if k == 0:
+            return self.first_turn.format(observation=turn.observation, admissible=admissible)
+        return self.later_turn.format(
+            history="\n".join(self.history_lines(turns, k, history)),
+            step=k + 1,
+            observation=turn.observation,
+            admissible=admissible,
+        )
+
+    def render_humans(self, turns: Sequence[TextTurn], history: int) -> list[str]:
+        return [self.render_human(turns, k, history) for k in range(len(turns))]
+
+    # -- reading back (stage 4) -------------------------------------------------------------
+
+    def parse_turns(
+        self, conversation: Conversation, history: int
+    ) -> tuple[list[TextTurn], int]:
+        """Recover the turn data, and the history window used, from a conversation we rendered.
+
+        The result is checked by rendering it again: a conversation that does not come back
+        byte for byte (hand-edited, another layout, another history window) raises LayoutError
+        rather than being flattened wrongly. The history window is read from the conversation
+        when a turn shows a full window, else `history` is used.
+        """
+        pairs = conversation.conversations
+        if len(pairs) % 2 or any(
+            t.from_ != role for t, role in zip(pairs, ["human", "gpt"] * len(pairs), strict=True)
+        ):
+            raise LayoutError("turns must alternate human, gpt")
+        first = template_pattern(self.first_turn, {})
+        later = template_pattern(self.later_turn, {"step": r"\d+", "admissible": ".*"})
+        turns, shown = [], []
+        for k in range(0, len(pairs), 2):
+            human, gpt = pairs[k].value, pairs[k + 1].value
+            match = (first if k == 0 else later).fullmatch(human)
+            if match is None:
+                raise LayoutError(f"human turn {k // 2} does not follow the layout")
+            answer = _THOUGHT_ACTION.fullmatch(gpt)
+            action = answer and _answer_action(self.output, gpt)
+            if answer is None or action is None:
+                raise LayoutError(f"gpt turn {k // 2} is not <think>…</think> + action")
+            if k:
+                shown.append(len(match.group("history").split("\n[Observation ")))
+            turns.append(
+                TextTurn(
+                    match.group("observation"),
+                    split_actions(match.group("admissible")),
+                    action,
+                    answer.group("thought"),
+                )
+            )
+        window = history
+        truncated = [n for k, n in enumerate(shown, start=1) if n < k]
+        if truncated:
+            window = truncated[0]
+        elif shown:
+            window = max(history, max(shown))
+        if self.render_humans(turns, window) != [p.value for p in pairs[::2]]:
+            raise LayoutError("turns do not render back to the same text")
+        return turns, window
+
+    def alpaca_records(
+        self,
+        conversation: Conversation,
+        checks: Sequence["PostCheck"],
+        options: RenderOptions,
+        counts: Counter[str],
+    ) -> list[AlpacaRecord]:
+        from pipeline.postchecks import apply_postchecks
+
+        turns, window = self.parse_turns(conversation, options.history)
+        turns = apply_postchecks(turns, checks, counts)
+        records = []
+        for k, turn in enumerate(turns):
+            if not turn.emit:
+                continue
+            human = self.render_human(turns, k, window)
+            if k == 0:
+                progress = self.progress_first
+            else:
+                n = len(self.history_lines(turns, k, window))
+                progress = self.progress_later.format(k=k, n=n)
+            records.append(
+                AlpacaRecord(
+                    instruction=conversation.system + progress + human,
+                    output=self.output.format(thought=turn.thought, action=turn.action),
+                )
+            )
+        return records
+
+
+def _answer_action(output_template: str, text: str) -> str | None:
+    match = template_pattern(output_template, {"action": ".*"}).fullmatch(text)
+    return match.group("action") if match else None
+
+
+@dataclass(frozen=True)
+class SearchLayout:
+    """Search-QA turns: the question, the block and the search history live in each human turn."""
+
+    system_template: str
+    human_template: str
+    history_header: str
+    history_line: str
+    information: str
+    history_footer: str
+    output: str
+    progress_first: str
+
+    def system(self, task: str, block: str) -> str:
+        return self.system_template.format(task=task, block=block)
+
+    def succeeded(self, record: Any, steps: Sequence[Step]) -> bool:
+        return getattr(record, "outcome", None) == "Success"
+
+    def history_section(self, steps: Sequence[Step], i: int, options: RenderOptions) -> str:
+        if i == 0:
+            return ""
+        lines = []
+        for j, step in enumerate(steps[:i]):
+            line = self.history_line.format(j=j, action=step.action)
+            if options.search_information and step.observation:
+                line += self.information.format(information=step.observation)
+            lines.append(line)
+        return self.history_header + "\n".join(lines) + self.history_footer
+
+    def build_turns(
+        self,
+        task: str,
+        block: str,
+        steps: Sequence[Step],
+        trajectory_id: str,
+        options: RenderOptions,
+    ) -> list[TurnDraft]:
+        drafts = []
+        for i, step in enumerate(steps):
+            if step.action is None:
+                raise LayoutError(f"{step.step_id} has no action tag")
+            human = self.human_template.format(
+                question=task, block=block, history=self.history_section(steps, i, options)
+            )
+            seen = steps[i - 1].observation if i else ""
+            drafts.append(TurnDraft(human, step.action, seen))
+        return drafts
+
+    def alpaca_records(
+        self,
+        conversation: Conversation,
+        checks: Sequence["PostCheck"],
+        options: RenderOptions,
+        counts: Counter[str],
+    ) -> list[AlpacaRecord]:
+        pairs = conversation.conversations
+        if len(pairs) % 2:
+            raise LayoutError("turns must come in human, gpt pairs")
+        records = []
+        for k in range(0, len(pairs), 2):
+            human, gpt = pairs[k], pairs[k + 1]
+            if (human.from_, gpt.from_) != ("human", "gpt"):
+                raise LayoutError(f"turn pair {k // 2} is not human, gpt")
+            if _THOUGHT_ACTION.fullmatch(gpt.value) is None:
+                raise LayoutError(f"gpt turn {k // 2} is not <think>…</think> + answer")
+            records.append(
+                AlpacaRecord(
+                    instruction=conversation.system + self.progress_first + human.value,
+                    output=gpt.value,
+                )
+            )
+        return records
+
+
+Layout = TextLayout | SearchLayout
