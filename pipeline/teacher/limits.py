@@ -1,0 +1,94 @@
+"""How many teacher calls may be in flight, and how fast they may start.
+
+`AdaptiveLimiter` is a semaphore whose limit moves: additive increase (about +1 per window of
+successful calls) and multiplicative decrease (halve) when the server answers 429, at most once
+per cooldown so a burst of 429s from one overload counts once. A 429's Retry-After also pauses
+new starts until it has passed, so the whole pool backs off, not just the rejected call.
+
+`MinuteWindow` caps requests or tokens per minute over a sliding 60 s window.
+"""
+
+import asyncio
+import time
+from collections import deque
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager, suppress
+
+
+class AdaptiveLimiter:
+    def __init__(self, max_limit: int, *, min_limit: int = 1, cooldown_s: float = 1.0) -> None:
+        self.max_limit = max_limit
+        self.min_limit = min_limit
+        self.limit = float(max_limit)
+        self.cooldown_s = cooldown_s
+        self.in_flight = 0
+        self.peak = 0
+        self.decreases = 0
+        self._pause_until = 0.0
+        self._last_decrease = float("-inf")
+        self._changed = asyncio.Condition()
+
+    @asynccontextmanager
+    async def slot(self) -> AsyncIterator[None]:
+        await self.acquire()
+        try:
+            yield
+        finally:
+            await self.release()
+
+    async def acquire(self) -> None:
+        async with self._changed:
+            while True:
+                wait = self._pause_until - time.monotonic()
+                if wait <= 0 and self.in_flight < int(self.limit):
+                    break
+                if wait > 0:
+                    with suppress(TimeoutError):
+                        await asyncio.wait_for(self._changed.wait(), timeout=wait)
+                else:
+                    await self._changed.wait()
+            self.in_flight += 1
+            self.peak = max(self.peak, self.in_flight)
+
+    async def release(self) -> None:
+        async with self._changed:
+            self.in_flight -= 1
+            self._changed.notify_all()
+
+    def on_success(self) -> None:
+        if self.limit < self.max_limit:
+            self.limit = min(self.max_limit, self.limit + 1.0 / self.limit)
+
+    def on_rate_limited(self, retry_after_s: float | None) -> None:
+        """Halve the limit (once per cooldown) and hold new starts for Retry-After."""
+        now = time.monotonic()
+        if retry_after_s and retry_after_s > 0:
+            self._pause_until = max(self._pause_until, now + min(retry_after_s, 120.0))
+        if now - self._last_decrease >= self.cooldown_s:
+            self.limit = max(float(self.min_limit), self.limit / 2)
+            self._last_decrease = now
+            self.decreases += 1
+
+
+class MinuteWindow:
+    """At most `per_minute` units (requests or tokens) started in any 60 s window."""
+
+    def __init__(self, per_minute: int) -> None:
+        self.per_minute = per_minute
+        self._events: deque[tuple[float, int]] = deque()
+        self._used = 0
+        self._lock = asyncio.Lock()
+
+    async def take(self, amount: int = 1) -> None:
+        # A single request larger than the cap still goes, alone in its window.
+        amount = min(amount, self.per_minute)
+        async with self._lock:
+            while True:
+                now = time.monotonic()
+                while self._events and now - self._events[0][0] >= 60.0:
+                    self._used -= self._events.popleft()[1]
+                if self._used + amount <= self.per_minute:
+                    break
+                await asyncio.sleep(60.0 - (now - self._events[0][0]))
+            self._events.append((time.monotonic(), amount))
+            self._used += amount

@@ -1,0 +1,413 @@
+"""The teacher that calls an OpenAI-compatible chat-completions endpoint.
+
+What the openai client already does, we let it do: each HTTP call is retried by the client
+(`max_retries`) on 408/409/429/5xx, timeouts and dropped connections, with exponential backoff
+and 0-25 % jitter, honouring `Retry-After`/`retry-after-ms` up to two minutes.
+
+What we layer on top:
+- an adaptive concurrency limit (limits.AdaptiveLimiter): an httpx response hook sees every 429,
+  even the ones the client retries by itself, halves the limit and pauses new starts for the
+  Retry-After; each success climbs the limit back by about one per window;
+- optional requests- and tokens-per-minute caps;
+- a few more rounds, with jittered exponential backoff, when a 429 outlasts the client's retries
+  (rate limits are the one error that waiting reliably cures);
+- the journal (journal.py): a response is fsynced before use, re-runs answer from it, and a
+  per-request claim stops two processes paying for the same request;
+- structured answers (structured.py): json_schema, then json_object, then plain text when the
+  server answers 400, remembering per endpoint what worked; every answer validated, with a
+  bounded re-ask that tells the model what was wrong.
+A request that still fails is a TeacherResult with its error and last raw text.
+"""
+
+import asyncio
+import logging
+import random
+import re
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import httpx2
+import openai
+from openai import AsyncOpenAI, DefaultAsyncHttpxClient
+
+from pipeline.teacher.base import TeacherRequest, TeacherResult
+from pipeline.teacher.journal import Journal, JournalRecord, request_key
+from pipeline.teacher.limits import AdaptiveLimiter, MinuteWindow
+from pipeline.teacher.pricing import PriceTable
+from pipeline.teacher.progress import BatchTracker
+from pipeline.teacher.settings import TeacherSettings
+from pipeline.teacher.structured import (
+    RESPONSE_MODES,
+    AnswerProblem,
+    Messages,
+    ResponseMode,
+    answer_schema,
+    messages_for_mode,
+    parse_answer,
+    reask_messages,
+    response_format,
+)
+
+log = logging.getLogger("skillsft.teacher")
+
+# o1, o3, o3-mini, o4-mini, ... and DeepSeek's reasoner (optionally behind a "vendor/" prefix).
+_REASONING_MODEL = re.compile(r"^(o\d+(-.*)?|deepseek-reasoner.*)$")
+
+# What each endpoint accepted last: the first mode tried for its next request.
+_ENDPOINT_MODES: dict[str, ResponseMode] = {}
+
+RATE_LIMIT_ROUNDS = 4  # extra rounds after the client's own retries gave up on a 429
+
+
+def is_reasoning_model(model: str) -> bool:
+    return bool(_REASONING_MODEL.match(model.rsplit("/", 1)[-1]))
+
+
+def generation_parameters(model: str, settings: TeacherSettings) -> dict[str, Any]:
+    """Reasoning models reject temperature and want max_completion_tokens."""
+    if is_reasoning_model(model):
+        return {"max_completion_tokens": settings.max_output_tokens}
+    return {"temperature": settings.temperature, "max_tokens": settings.max_output_tokens}
+
+
+def parse_retry_after(headers: httpx2.Headers) -> float | None:
+    for name, divisor in (("retry-after-ms", 1000.0), ("retry-after", 1.0)):
+        value = headers.get(name)
+        if value is not None:
+            try:
+                return float(value) / divisor
+            except ValueError:
+                continue
+    return None
+
+
+class _CallFailed(Exception):
+    def __init__(self, kind: str, detail: str) -> None:
+        super().__init__(f"{kind}: {detail}")
+        self.kind = kind
+        self.detail = detail
+
+
+@dataclass
+class _Resume:
+    """Where a request's conversation continues: these messages, this many answers so far."""
+
+    messages: Messages
+    attempt: int
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+
+class OpenAITeacher:
+    name = "openai"
+
+    def __init__(
+        self,
+        settings: TeacherSettings,
+        journal_dir: Path,
+        stage: str,
+        *,
+        prices: PriceTable | None = None,
+    ) -> None:
+        if settings.api_key is None:
+            raise ValueError(
+                "the openai teacher needs an API key: set OPENAI_API_KEY (or DEEPSEEK_API_KEY; "
+                "any non-empty value for a local server that ignores keys), or use "
+                "--teacher offline"
+            )
+        self.settings = settings
+        self.stage = stage
+        self.model = settings.model_for(stage)
+        self.endpoint = settings.endpoint()
+        self.journal = Journal(Path(journal_dir) / f"teacher_{stage}.jsonl")
+        self.prices = prices or PriceTable.with_overrides(
+            settings.price_file, settings.price_overrides
+        )
+        self.parameters = generation_parameters(self.model, settings)
+        self.peak_in_flight = 0  # of the last batch, for tests and benchmarks
+
+    def run_batch(
+        self, requests: Sequence[TeacherRequest[Any]], *, stage: str
+    ) -> tuple[list[TeacherResult[Any]], Any]:
+        return asyncio.run(self.arun_batch(requests, stage=stage))
+
+    async def arun_batch(
+        self, requests: Sequence[TeacherRequest[Any]], *, stage: str
+    ) -> tuple[list[TeacherResult[Any]], Any]:
+        """Answer a batch; results come back in request order, one per request."""
+        tracker = BatchTracker(
+            stage,
+            self.model,
+            len(requests),
+            prices=self.prices,
+            show_progress=self.settings.show_progress,
+        )
+        run = _BatchRun(self, tracker)
+        self.journal.refresh()
+        # Identical rendered requests are asked once and share the answer.
+        positions: dict[str, list[int]] = {}
+        for index, request in enumerate(requests):
+            positions.setdefault(self.key_for(request.messages, request), []).append(index)
+        results: list[TeacherResult[Any] | None] = [None] * len(requests)
+
+        async def answer_group(key: str, indexes: list[int]) -> None:
+            first = requests[indexes[0]]
+            result = await run.answer(first, key)
+            for index in indexes:
+                results[index] = replace(result, request_id=requests[index].request_id)
+                tracker.finished(results[index])  # type: ignore[arg-type]
+
+        try:
+            async with run:
+                await asyncio.gather(*(answer_group(k, ix) for k, ix in positions.items()))
+        finally:
+            stats = tracker.close()
+            self.peak_in_flight = run.limiter.peak
+        return [result for result in results if result is not None], stats
+
+    def key_for(self, messages: Messages, request: TeacherRequest[Any]) -> str:
+        return request_key(
+            model=self.model,
+            messages=messages,
+            parameters=self.parameters,
+            answer_schema=answer_schema(request.answer_model),
+            prompt_version=request.prompt_version,
+        )
+
+
+class _BatchRun:
+    """The per-batch machinery: one client, one limiter, one event loop."""
+
+    def __init__(self, teacher: OpenAITeacher, tracker: BatchTracker) -> None:
+        self.teacher = teacher
+        self.settings = teacher.settings
+        self.tracker = tracker
+        self.limiter = AdaptiveLimiter(self.settings.concurrency)
+        self.rpm = MinuteWindow(self.settings.rpm) if self.settings.rpm else None
+        self.tpm = MinuteWindow(self.settings.tpm) if self.settings.tpm else None
+        http_client = DefaultAsyncHttpxClient(
+            event_hooks={"response": [self._watch_rate_limits]},
+            limits=httpx2.Limits(
+                max_connections=self.settings.concurrency * 2,
+                max_keepalive_connections=self.settings.concurrency * 2,
+            ),
+        )
+        assert self.settings.api_key is not None
+        self.client = AsyncOpenAI(
+            api_key=self.settings.api_key.get_secret_value(),
+            base_url=teacher.endpoint,
+            timeout=self.settings.timeout,
+            max_retries=self.settings.max_retries,
+            http_client=http_client,
+        )
+
+    async def __aenter__(self) -> "_BatchRun":
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.client.close()
+
+    async def _watch_rate_limits(self, response: httpx2.Response) -> None:
+        if response.status_code == 429:
+            self.limiter.on_rate_limited(parse_retry_after(response.headers))
+
+    # One request, start to finish ------------------------------------------------------------
+
+    async def answer(self, request: TeacherRequest[Any], key: str) -> TeacherResult[Any]:
+        journal = self.teacher.journal
+        state = self._replay(request, key)
+        if isinstance(state, TeacherResult):
+            return state
+        claim = await journal.claim(key)
+        try:
+            journal.refresh()  # another process may have answered while we waited
+            state = self._replay(request, key)
+            if isinstance(state, TeacherResult):
+                return state
+            return await self._converse(request, state)
+        finally:
+            claim.release()
+
+    def _replay(self, request: TeacherRequest[Any], key: str) -> TeacherResult[Any] | _Resume:
+        """Follow the request's conversation through the journal as far as it goes.
+
+        A valid answer found there is a hit. An invalid one is never a hit: its re-ask is looked
+        up next. A conversation that ended invalid starts afresh (the model is asked again).
+        """
+        messages, attempt, prompt_tokens, completion_tokens = request.messages, 0, 0, 0
+        while True:
+            record = self.teacher.journal.latest_response(
+                key if attempt == 0 else self.teacher.key_for(messages, request)
+            )
+            if record is None:
+                return _Resume(messages, attempt, prompt_tokens, completion_tokens)
+            prompt_tokens += record.prompt_tokens
+            completion_tokens += record.completion_tokens
+            try:
+                answer = parse_answer(record.raw_text, record.finish_reason, request.answer_model)
+            except AnswerProblem as problem:
+                attempt += 1
+                if attempt > self.settings.reask_limit:
+                    return _Resume(request.messages, 0)
+                messages = reask_messages(messages, record.raw_text, problem)
+                continue
+            return TeacherResult(
+                request_id=request.request_id,
+                answer=answer,
+                raw_text=record.raw_text,
+                from_journal=True,
+                prompt_tokens=prompt_tokens,
+                completion_tokens=completion_tokens,
+                attempts=attempt + 1,
+            )
+
+    async def _converse(self, request: TeacherRequest[Any], state: _Resume) -> TeacherResult[Any]:
+        messages, attempt = state.messages, state.attempt
+        prompt_tokens, completion_tokens = state.prompt_tokens, state.completion_tokens
+        raw_text: str | None = None
+        while True:
+            try:
+                record = await self._call(request, messages)
+            except _CallFailed as failure:
+                return TeacherResult(
+                    request_id=request.request_id,
+                    answer=None,
+                    error=f"{failure.kind}: {failure.detail}",
+                    raw_text=raw_text,
+                    prompt_tokens=prompt_tokens,
+                    completion_tokens=completion_tokens,
+                    attempts=attempt,
+                )
+            raw_text = record.raw_text
+            prompt_tokens += record.prompt_tokens
+            completion_tokens += record.completion_tokens
+            attempt += 1
+            try:
+                answer = parse_answer(raw_text, record.finish_reason, request.answer_model)
+            except AnswerProblem as problem:
+                if attempt > self.settings.reask_limit:
+                    return TeacherResult(
+                        request_id=request.request_id,
+                        answer=None,
+                        error=f"{problem.kind}: {problem.detail} (after {attempt} answers)",
+                        raw_text=raw_text,
+                        prompt_tokens=prompt_tokens,
+                        completion_tokens=completion_tokens,
+                        attempts=attempt,
+                    )
+                messages = reask_messages(messages, raw_text, problem)
+                continue
+            return TeacherResult(
+                request_id=request.request_id,
+                answer=answer,
+                raw_text=raw_text,
+                prompt_tokens=prompt_tokens,
+                completion_tokens=completion_tokens,
+                attempts=attempt,
+            )
+
+    # One model answer ----------------------------------------------------------------------
+
+    async def _call(self, request: TeacherRequest[Any], messages: Messages) -> JournalRecord:
+        """Get one raw answer for these messages, journaled before it is returned."""
+        teacher = self.teacher
+        key = teacher.key_for(messages, request)
+        known_mode = _ENDPOINT_MODES.get(teacher.endpoint, "json_schema")
+        modes = RESPONSE_MODES[RESPONSE_MODES.index(known_mode) :]
+        for position, mode in enumerate(modes):
+            sent = messages_for_mode(messages, mode, request.answer_model)
+            parameters = dict(teacher.parameters)
+            format_parameter = response_format(mode, request.answer_model)
+            if format_parameter is not None:
+                parameters["response_format"] = format_parameter
+            try:
+                completion, latency = await self._create(sent, parameters)
+            except openai.BadRequestError as exc:
+                if position + 1 < len(modes):
+                    log.info(
+                        "%s refused response mode %s (%s); trying %s",
+                        teacher.endpoint,
+                        mode,
+                        exc.status_code,
+                        modes[position + 1],
+                    )
+                    continue
+                raise await self._failed(request, key, "bad_request", str(exc)) from exc
+            except _CallFailed as failure:
+                raise await self._failed(request, key, failure.kind, failure.detail) from None
+            _ENDPOINT_MODES[teacher.endpoint] = mode
+            choice = completion.choices[0] if completion.choices else None
+            usage = completion.usage
+            record = JournalRecord(
+                key=key,
+                kind="response",
+                stage=teacher.stage,
+                request_id=request.request_id,
+                model=completion.model or teacher.model,
+                raw_text=choice.message.content if choice else None,
+                finish_reason=choice.finish_reason if choice else None,
+                prompt_tokens=usage.prompt_tokens if usage else 0,
+                completion_tokens=usage.completion_tokens if usage else 0,
+                latency_s=latency,
+                time=time.time(),
+                response_mode=mode,
+            )
+            await teacher.journal.append_async(record)
+            self.tracker.paid(teacher.model, record.prompt_tokens, record.completion_tokens)
+            self.limiter.on_success()
+            return record
+        raise AssertionError("unreachable: the text mode either answers or raises")
+
+    async def _create(
+        self, messages: list[dict[str, str]], parameters: dict[str, Any]
+    ) -> tuple[Any, float]:
+        """One chat completion through the limiter and caps; returns it and its latency."""
+        for round_number in range(RATE_LIMIT_ROUNDS + 1):
+            if self.rpm is not None:
+                await self.rpm.take(1)
+            if self.tpm is not None:
+                estimate = sum(len(m.get("content", "")) for m in messages) // 4
+                await self.tpm.take(estimate + parameters.get("max_tokens", 0))
+            async with self.limiter.slot():
+                started = time.monotonic()
+                try:
+                    completion = await self.client.chat.completions.create(
+                        model=self.teacher.model,
+                        messages=messages,
+                        **parameters,  # type: ignore[arg-type]
+                    )
+                    return completion, time.monotonic() - started
+                except openai.RateLimitError as exc:
+                    if round_number == RATE_LIMIT_ROUNDS:
+                        raise _CallFailed("rate_limited", str(exc)) from exc
+                except openai.BadRequestError:
+                    raise
+                except openai.APITimeoutError as exc:
+                    detail = f"no answer within {self.settings.timeout}s"
+                    raise _CallFailed("timeout", detail) from exc
+                except openai.APIConnectionError as exc:
+                    raise _CallFailed("connection", str(exc)) from exc
+                except openai.APIStatusError as exc:
+                    kind = "server_error" if exc.status_code >= 500 else f"http_{exc.status_code}"
+                    raise _CallFailed(kind, str(exc)) from exc
+            await asyncio.sleep(min(30.0, 0.5 * 2**round_number) * random.uniform(0.5, 1.0))
+        raise AssertionError("unreachable")
+
+    async def _failed(
+        self, request: TeacherRequest[Any], key: str, kind: str, detail: str
+    ) -> _CallFailed:
+        """Journal a transport failure (for the record; never a hit) and return it to raise."""
+        await self.teacher.journal.append_async(
+            JournalRecord(
+                key=key,
+                kind="error",
+                stage=self.teacher.stage,
+                request_id=request.request_id,
+                time=time.time(),
+                error=f"{kind}: {detail}",
+            )
+        )
+        return _CallFailed(kind, detail)

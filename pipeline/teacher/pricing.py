@@ -1,0 +1,88 @@
+"""What teacher tokens cost, so a run can report dollars next to tokens.
+
+Prices are list prices in USD per 1M tokens (input, output), uncached input, as published by
+the providers; they change, so the table carries its date and can be overridden from a JSON
+file (`{"model": [input, output]}`) or explicit values. A model missing from the table has
+cost `None`: an unknown price is reported as unknown, never guessed.
+"""
+
+from collections.abc import Mapping
+from pathlib import Path
+
+from pipeline import jsonio
+
+PRICES_AS_OF = "2025-08-01"
+
+# model -> (USD per 1M input tokens, USD per 1M output tokens)
+DEFAULT_PRICES: dict[str, tuple[float, float]] = {
+    "gpt-4o": (2.50, 10.00),
+    "gpt-4o-mini": (0.15, 0.60),
+    "gpt-4.1": (2.00, 8.00),
+    "gpt-4.1-mini": (0.40, 1.60),
+    "gpt-4.1-nano": (0.10, 0.40),
+    "o1": (15.00, 60.00),
+    "o3": (2.00, 8.00),
+    "o3-mini": (1.10, 4.40),
+    "o4-mini": (1.10, 4.40),
+    "deepseek-chat": (0.27, 1.10),
+    "deepseek-reasoner": (0.55, 2.19),
+}
+
+
+class PriceTable:
+    """Looks a model up by exact name, else by the longest table name it starts with.
+
+    The prefix rule maps dated snapshots (`gpt-4o-2024-08-06`) to their family while keeping
+    `gpt-4o-mini` apart from `gpt-4o`.
+    """
+
+    def __init__(self, prices: Mapping[str, tuple[float, float]] | None = None) -> None:
+        self.prices: dict[str, tuple[float, float]] = dict(DEFAULT_PRICES)
+        if prices:
+            self.prices.update(prices)
+
+    @classmethod
+    def with_overrides(
+        cls,
+        price_file: Path | None = None,
+        overrides: Mapping[str, tuple[float, float]] | None = None,
+    ) -> "PriceTable":
+        """Defaults, then the file, then explicit values (later wins)."""
+        merged: dict[str, tuple[float, float]] = {}
+        if price_file is not None:
+            merged.update(load_price_file(price_file))
+        merged.update(overrides or {})
+        return cls(merged)
+
+    def price(self, model: str) -> tuple[float, float] | None:
+        if model in self.prices:
+            return self.prices[model]
+        matches = [name for name in self.prices if model.startswith(name + "-")]
+        return self.prices[max(matches, key=len)] if matches else None
+
+    def cost(self, model: str, prompt_tokens: int, completion_tokens: int) -> float | None:
+        """Dollars for the tokens, or None when the model's price is not known."""
+        price = self.price(model)
+        if price is None:
+            return None
+        return (prompt_tokens * price[0] + completion_tokens * price[1]) / 1_000_000
+
+
+def load_price_file(path: Path) -> dict[str, tuple[float, float]]:
+    """Read `{"model": [input_usd_per_1m, output_usd_per_1m]}`; errors name the entry to fix."""
+    data = jsonio.load(path)
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: expected an object mapping model names to [input, output]")
+    prices: dict[str, tuple[float, float]] = {}
+    for model, pair in data.items():
+        if (
+            not isinstance(pair, list | tuple)
+            or len(pair) != 2
+            or not all(isinstance(value, int | float) and value >= 0 for value in pair)
+        ):
+            raise ValueError(
+                f"{path}: price for {model!r} must be [input, output] USD per 1M tokens, "
+                f"got {pair!r}"
+            )
+        prices[model] = (float(pair[0]), float(pair[1]))
+    return prices

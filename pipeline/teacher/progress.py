@@ -1,0 +1,72 @@
+"""Counting what a batch did and cost, shown live on a tqdm bar and returned as BatchStats.
+
+Both teachers report through this one path, so offline and openai runs show and total the same
+things. Tokens and dollars count only calls paid for in this run; journal hits are free.
+"""
+
+from tqdm.auto import tqdm
+
+from pipeline.teacher.base import BatchStats, TeacherResult
+from pipeline.teacher.pricing import PriceTable
+
+
+def failure_kind(error: str) -> str:
+    """The counter name of a failure: the text before the first colon of its error."""
+    return error.split(":", 1)[0].strip() or "unknown"
+
+
+class BatchTracker:
+    def __init__(
+        self,
+        stage: str,
+        model: str,
+        total: int,
+        *,
+        prices: PriceTable | None = None,
+        show_progress: bool = True,
+    ) -> None:
+        self.stats = BatchStats(stage=stage, model=model)
+        self._prices = prices or PriceTable()
+        self._price_known = self._prices.price(model) is not None
+        if self._price_known:
+            self.stats.cost_usd = 0.0
+        self._done = 0
+        self._bar = tqdm(
+            total=total, desc=f"teacher {stage}", unit="req", disable=not show_progress
+        )
+
+    def paid(self, model: str, prompt_tokens: int, completion_tokens: int) -> None:
+        """Count one new (billable) call."""
+        self.stats.calls_new += 1
+        self.stats.prompt_tokens += prompt_tokens
+        self.stats.completion_tokens += completion_tokens
+        cost = self._prices.cost(model, prompt_tokens, completion_tokens)
+        if cost is not None and self.stats.cost_usd is not None:
+            self.stats.cost_usd += cost
+        elif cost is None:
+            self.stats.cost_usd = None  # one call at an unknown price makes the total unknown
+
+    def finished(self, result: TeacherResult) -> None:
+        """Count one request that reached its final state."""
+        self._done += 1
+        if result.from_journal:
+            self.stats.calls_from_journal += 1
+        if not result.ok:
+            self.stats.calls_failed += 1
+            kind = failure_kind(result.error or "unknown")
+            self.stats.failures[kind] = self.stats.failures.get(kind, 0) + 1
+        self._bar.update(1)
+        self._bar.set_postfix(self.postfix(), refresh=False)
+
+    def postfix(self) -> dict[str, str]:
+        cost = self.stats.cost_usd
+        return {
+            "done": str(self._done - self.stats.calls_failed),
+            "failed": str(self.stats.calls_failed),
+            "tokens": str(self.stats.prompt_tokens + self.stats.completion_tokens),
+            "usd": "unknown" if cost is None else f"{cost:.4f}",
+        }
+
+    def close(self) -> BatchStats:
+        self._bar.close()
+        return self.stats

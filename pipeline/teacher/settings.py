@@ -1,0 +1,131 @@
+"""Teacher configuration: one object, one precedence order.
+
+Precedence, highest first, the same for every field:
+
+1. explicit values (the CLI flags, passed as keyword arguments to `TeacherSettings.resolve`);
+2. environment variables (table below);
+3. defaults.
+
+- `teacher`: `SKILLSFT_TEACHER`; default `openai` if a key is set, else `offline`.
+- `api_key`: `OPENAI_API_KEY`, then `DEEPSEEK_API_KEY`; default none.
+- `base_url`: `OPENAI_BASE_URL`, then `DEEPSEEK_BASE_URL`; default the DeepSeek API when the
+  only endpoint information is DeepSeek's, else the OpenAI API.
+- `concurrency`: `SKILLSFT_CONCURRENCY`; default 16.
+- model per stage: `MEMORY_MODEL`, `AGGREGATE_MODEL`, `DISTILL_MODEL`; default
+  `deepseek-chat` on DeepSeek, else `gpt-4o-mini`.
+
+A single `--model` flag (`model=`) overrides every stage's model. The key is a `SecretStr`:
+it never appears in `repr`, logs, the announcement or any file we write.
+"""
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr
+
+TeacherKind = Literal["openai", "offline"]
+
+OPENAI_BASE_URL = "https://api.openai.com/v1"
+DEEPSEEK_BASE_URL = "https://api.deepseek.com"
+
+# Stage name (as the tasks and the CLI spell it) -> the variable naming its model.
+STAGE_MODEL_VARIABLES: dict[str, str] = {
+    "memory": "MEMORY_MODEL",
+    "memories": "MEMORY_MODEL",
+    "aggregate": "AGGREGATE_MODEL",
+    "distill": "DISTILL_MODEL",
+}
+
+# Which environment variables feed which field, in the order they are tried.
+_FIELD_VARIABLES: dict[str, tuple[str, ...]] = {
+    "teacher": ("SKILLSFT_TEACHER",),
+    "api_key": ("OPENAI_API_KEY", "DEEPSEEK_API_KEY"),
+    "base_url": ("OPENAI_BASE_URL", "DEEPSEEK_BASE_URL"),
+    "concurrency": ("SKILLSFT_CONCURRENCY",),
+}
+
+
+class TeacherSettings(BaseModel):
+    """Everything a teacher needs; build it with `resolve` so the precedence is applied."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    teacher: TeacherKind = "offline"
+    base_url: str | None = None
+    api_key: SecretStr | None = None
+    model: str | None = None  # one model for every stage (the --model flag)
+    stage_models: dict[str, str] = Field(default_factory=dict)
+    default_model: str = "gpt-4o-mini"
+    concurrency: int = Field(default=16, ge=1)
+    timeout: float = Field(default=120.0, gt=0)
+    max_retries: int = Field(default=4, ge=0)  # the openai client's own retries per call
+    reask_limit: int = Field(default=2, ge=0)
+    rpm: int | None = Field(default=None, ge=1)
+    tpm: int | None = Field(default=None, ge=1)
+    temperature: float = 0.3
+    max_output_tokens: int = Field(default=4096, ge=1)
+    price_file: Path | None = None
+    price_overrides: dict[str, tuple[float, float]] = Field(default_factory=dict)
+    show_progress: bool = True
+
+    @classmethod
+    def resolve(
+        cls, environ: Mapping[str, str] | None = None, **explicit: object
+    ) -> "TeacherSettings":
+        """Apply flags > environment > defaults. `None` flags count as "not given"."""
+        env = os.environ if environ is None else environ
+        given = {name: value for name, value in explicit.items() if value is not None}
+        values: dict[str, object] = {}
+        for field_name, variables in _FIELD_VARIABLES.items():
+            if field_name in given:
+                continue
+            for variable in variables:
+                if env.get(variable):
+                    values[field_name] = env[variable]
+                    break
+        values.update(given)
+
+        uses_deepseek = _uses_deepseek(env, values)
+        if "base_url" not in values and uses_deepseek:
+            values["base_url"] = DEEPSEEK_BASE_URL
+        if "default_model" not in values:
+            values["default_model"] = "deepseek-chat" if uses_deepseek else "gpt-4o-mini"
+        if "teacher" not in values:
+            values["teacher"] = "openai" if values.get("api_key") else "offline"
+        stage_models = {
+            stage: env[variable]
+            for stage, variable in STAGE_MODEL_VARIABLES.items()
+            if env.get(variable)
+        }
+        stage_models.update(dict(given.get("stage_models", {})))  # type: ignore[call-overload]
+        values["stage_models"] = stage_models
+        return cls.model_validate(values)
+
+    def model_for(self, stage: str) -> str:
+        """The model a stage uses: --model, then the stage's variable, then the default."""
+        return self.model or self.stage_models.get(stage) or self.default_model
+
+    def endpoint(self) -> str:
+        return self.base_url or OPENAI_BASE_URL
+
+
+def _uses_deepseek(env: Mapping[str, str], values: Mapping[str, object]) -> bool:
+    """True when the only endpoint information we have points at DeepSeek."""
+    if values.get("base_url"):
+        return "deepseek" in str(values["base_url"])
+    return bool(env.get("DEEPSEEK_API_KEY") or env.get("DEEPSEEK_BASE_URL")) and not env.get(
+        "OPENAI_API_KEY"
+    )
+
+
+def announce(settings: TeacherSettings, stage: str) -> str:
+    """One console line saying which teacher answers this stage (never the key)."""
+    if settings.teacher == "offline":
+        why = "" if settings.api_key else " (no OPENAI_API_KEY / DEEPSEEK_API_KEY set)"
+        return f"teacher for {stage}: offline, rule-based, no network{why}"
+    return (
+        f"teacher for {stage}: openai-compatible, model {settings.model_for(stage)} at "
+        f"{settings.endpoint()}, concurrency {settings.concurrency}"
+    )
