@@ -9,3 +9,4 @@ class Reject(StrictModel):
     line: int | None = None
     reason: str
     detail: str = ""
+    hint: str = ""  # what the user can do about it

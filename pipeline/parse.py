@@ -1,0 +1,101 @@
+"""Stage 1: rollout text -> processed trajectories (FORMATS.md sections 1-3), for any env.
+
+`parse_rollouts(spec, rollout_dir, options)` is the one entry point. The environment's
+`rollout_format` says how to find, parse and select its files; this module only drives it:
+folders are parsed in a process pool (one folder per task, results consumed in folder order so
+the output is identical whatever the worker count), bad files become rejects, and every
+decision is counted with a datatrove-style reason name (`files_seen`, `rejected_<reason>`,
+`envs_skipped_mixed`, ...).
+"""
+
+import multiprocessing
+import os
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tqdm import tqdm
+
+from pipeline.envs import EnvSpec
+from pipeline.errors import RolloutDirError
+from pipeline.parsing.formats import GroupJob, GroupResult, RolloutFormat
+from pipeline.selection import SelectionOptions
+from schemas import Reject
+
+
+@dataclass
+class ParseResult:
+    """Kept records (in output order), every rejected file, and the stage's counters."""
+
+    records: list[Any]
+    rejects: list[Reject] = field(default_factory=list)
+    counts: dict[str, int] = field(default_factory=dict)
+
+
+def default_workers() -> int:
+    return max(1, min(2, os.cpu_count() or 1))
+
+
+def _map_in_order(
+    rollout_format: RolloutFormat, jobs: list[GroupJob], workers: int
+) -> Iterator[GroupResult]:
+    """Results in job order; a pool only when there are enough folders to pay for it."""
+    if workers <= 1 or len(jobs) < 4:
+        yield from map(rollout_format.parse_group, jobs)
+        return
+    chunksize = max(1, min(64, len(jobs) // (workers * 16)))
+    with multiprocessing.get_context().Pool(workers) as pool:
+        yield from pool.imap(rollout_format.parse_group, jobs, chunksize=chunksize)
+
+
+def check_rollout_dir(rollout_dir: Path) -> None:
+    if not rollout_dir.exists():
+        raise RolloutDirError(
+            f"rollout folder {rollout_dir} does not exist; set ROLLOUT_DIR (or --rollout-dir) "
+            "to a folder of rollout .txt files"
+        )
+    if not rollout_dir.is_dir():
+        raise RolloutDirError(f"rollout folder {rollout_dir} is a file, not a folder")
+
+
+def parse_rollouts(
+    spec: EnvSpec,
+    rollout_dir: str | Path,
+    options: SelectionOptions | None = None,
+    *,
+    workers: int | None = None,
+    progress: bool = False,
+) -> ParseResult:
+    """Parse, select and loop-trim the rollouts of one environment.
+
+    Raises `RolloutDirError` when the folder is missing or holds no rollout files in the
+    layout the environment expects; any single bad file is a reject, never an exception.
+    `workers` (default: up to 2) and `progress` never change the result.
+    """
+    options = options or SelectionOptions()
+    rollout_dir = Path(rollout_dir)
+    check_rollout_dir(rollout_dir)
+    counts: Counter[str] = Counter()
+    rollout_format = spec.rollout_format
+    groups = rollout_format.discover(rollout_dir, counts)
+    if not groups:
+        raise RolloutDirError(
+            f"no rollout files in {rollout_dir}: {spec.name} expects {rollout_format.layout}"
+        )
+    jobs = [GroupJob(str(rollout_dir), group, options, spec.win_reward) for group in groups]
+    rejects: list[Reject] = []
+
+    def collected(results: Iterable[GroupResult]) -> Iterator[GroupResult]:
+        for result in results:
+            rejects.extend(result.rejects)
+            counts.update(result.counts)
+            yield result
+
+    stream = _map_in_order(rollout_format, jobs, workers or default_workers())
+    bar = tqdm(stream, total=len(jobs), unit="folder", disable=not progress, desc=spec.name)
+    records = rollout_format.select(collected(bar), options, counts)
+    counts["records"] = len(records)
+    nonzero = {key: counts[key] for key in sorted(counts) if counts[key]}
+    return ParseResult(records, rejects, nonzero)

@@ -1,0 +1,318 @@
+"""The two rollout formats stage 1 reads, each as data: how to find, parse and select files.
+
+ALFWorld and WebShop share `STEP_FORMAT` (env folders of step-format episodes); Search uses
+`SEARCH_FORMAT` (one question per file, any depth). An `EnvSpec` names its format and its
+success reward; `pipeline.parse.parse_rollouts` drives either one the same way:
+
+    discover(rollout_dir, counts) -> groups       main process, sorted, cheap
+    parse_group(job) -> GroupResult               worker process, one folder at a time
+    select(results, options, counts) -> records   main process, consumes results in order
+
+A worker returns only what selection can still use (for env folders: the kept episodes of
+that env), so memory follows the kept records, not the corpus.
+"""
+
+import os
+import re
+from collections import Counter
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from operator import attrgetter
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from pipeline.errors import MalformedRollout
+from pipeline.loops import remove_loops
+from pipeline.parsing.search import SearchEpisode, parse_search_rollout
+from pipeline.parsing.steps import Episode, RawStep, parse_step_rollout
+from pipeline.parsing.text import natural_key, read_rollout_text
+from pipeline.selection import (
+    EnvLabel,
+    SelectionOptions,
+    apply_env_quotas,
+    balance_by_source,
+    label_env,
+    resolve_source,
+    shortest_episodes,
+)
+from schemas import Reject, SearchStep, SearchTrajectorySet, Step, TrajectorySet
+
+STAGE = "parse"
+ROLLOUT_SUFFIX = ".txt"
+# QA sources a Search folder name may carry (FORMATS.md 2).
+QA_SOURCES = ("nq", "triviaqa", "popqa", "hotpotqa", "2wikimultihopqa", "musique", "bamboogle")
+
+
+@dataclass(frozen=True)
+class Group:
+    """Files parsed together by one worker call: an env folder, or one folder of questions."""
+
+    group_id: str  # relative posix path of the folder ("" for ROLLOUT_DIR itself)
+    files: tuple[str, ...]  # file names inside the folder, natural order
+
+
+@dataclass(frozen=True)
+class GroupJob:
+    rollout_dir: str
+    group: Group
+    options: SelectionOptions
+    success_reward: float
+
+
+@dataclass
+class GroupResult:
+    candidates: list[Any] = field(default_factory=list)
+    rejects: list[Reject] = field(default_factory=list)
+    counts: Counter[str] = field(default_factory=Counter)
+
+
+@dataclass(frozen=True)
+class RolloutFormat:
+    name: str
+    layout: str  # what ROLLOUT_DIR should hold, for error messages
+    discover: Callable[[Path, Counter[str]], list[Group]]
+    parse_group: Callable[[GroupJob], GroupResult]
+    select: Callable[[Iterable[GroupResult], SelectionOptions, Counter[str]], list[Any]]
+
+
+def _reject(result: GroupResult, rel_file: str, error: MalformedRollout) -> None:
+    result.rejects.append(
+        Reject(
+            stage=STAGE,
+            file=rel_file,
+            line=error.line,
+            reason=error.reason,
+            detail=error.detail,
+            hint=error.hint,
+        )
+    )
+    result.counts[f"rejected_{error.reason}"] += 1
+
+
+def _sorted_entries(folder: Path) -> list[os.DirEntry[str]]:
+    with os.scandir(folder) as entries:
+        return sorted(entries, key=lambda entry: natural_key(entry.name))
+
+
+def _rollout_files(folder: Path, counts: Counter[str]) -> tuple[list[str], list[Path]]:
+    """(.txt file names, sub-folders) of one folder; everything else is counted and ignored."""
+    files: list[str] = []
+    dirs: list[Path] = []
+    for entry in _sorted_entries(folder):
+        if entry.is_dir():
+            dirs.append(Path(entry.path))
+        elif entry.name.endswith(ROLLOUT_SUFFIX):
+            files.append(entry.name)
+        else:
+            counts["ignored_non_txt"] += 1
+    return files, dirs
+
+
+# ---- ALFWorld / WebShop: env folders ---------------------------------------------------------
+
+ENV_DIR = re.compile(r"env\d+")
+
+
+def discover_env_folders(rollout_dir: Path, counts: Counter[str]) -> list[Group]:
+    """`ROLLOUT_DIR/envNNN/*.txt`; other folders and stray files are counted, not read."""
+    top_files, dirs = _rollout_files(rollout_dir, counts)
+    counts["ignored_txt_outside_env_dir"] += len(top_files)
+    groups: list[Group] = []
+    for folder in dirs:
+        if not ENV_DIR.fullmatch(folder.name):
+            counts["ignored_other_dirs"] += 1
+            continue
+        files, nested = _rollout_files(folder, counts)
+        counts["ignored_other_dirs"] += len(nested)
+        counts["files_seen"] += len(files)
+        if files:
+            groups.append(Group(folder.name, tuple(files)))
+    return groups
+
+
+@dataclass(frozen=True)
+class EnvCandidate:
+    """One env folder after labelling, with its kept episodes (already loop-free)."""
+
+    env_id: str
+    label: EnvLabel
+    task: str
+    trajectories: list[list[RawStep]]
+
+
+def parse_env_folder(job: GroupJob) -> GroupResult:
+    """Parse every episode of one env folder, label the env and keep its shortest episodes."""
+    result = GroupResult()
+    folder = Path(job.rollout_dir, job.group.group_id)
+    parsed: list[tuple[str, Episode]] = []
+    for name in job.group.files:
+        try:
+            episode = parse_step_rollout(read_rollout_text(folder / name))
+        except MalformedRollout as error:
+            _reject(result, f"{job.group.group_id}/{name}", error)
+            continue
+        result.counts["files_parsed"] += 1
+        parsed.append((name, episode))
+    result.counts["envs_seen"] += 1
+    if len(parsed) < job.options.min_trajs_per_env:
+        result.counts["envs_skipped_too_few_files"] += 1
+        return result
+    won = [episode.succeeded(job.success_reward) for _, episode in parsed]
+    label = label_env(sum(won), len(won) - sum(won), job.options)
+    if label == "unlabelled":
+        result.counts["envs_skipped_unlabelled"] += 1
+        return result
+    summary = [(name, len(ep.steps), w) for (name, ep), w in zip(parsed, won, strict=True)]
+    keep = shortest_episodes(summary, label, job.options)
+    result.counts["trajectories_off_label"] += sum(
+        1 for w in won if label != "mixed" and w != (label == "all_success")
+    )
+    if len({episode.task for _, episode in parsed}) > 1:
+        result.counts["envs_task_mismatch"] += 1
+    trajectories = []
+    for index in keep:
+        steps = parsed[index][1].steps
+        trimmed = remove_loops(steps, attrgetter("action"))
+        result.counts["loop_steps_removed"] += len(steps) - len(trimmed)
+        trajectories.append(trimmed)
+    task = parsed[keep[0]][1].task
+    result.candidates.append(EnvCandidate(job.group.group_id, label, task, trajectories))
+    return result
+
+
+def _to_step(raw: RawStep) -> Step:
+    return Step(
+        step_id=raw.step_id,
+        action=raw.action,
+        observation=raw.observation,
+        admissible_actions=raw.admissible_actions,
+        reward=raw.reward,
+        done=raw.done,
+        metadata=raw.metadata,
+    )
+
+
+def select_env_folders(
+    results: Iterable[GroupResult], options: SelectionOptions, counts: Counter[str]
+) -> list[TrajectorySet]:
+    def labelled() -> Iterable[tuple[EnvLabel, EnvCandidate]]:
+        for result in results:
+            for candidate in result.candidates:
+                yield candidate.label, candidate
+
+    records = []
+    for candidate in apply_env_quotas(labelled(), options, counts):
+        trajectories = [[_to_step(raw) for raw in steps] for steps in candidate.trajectories]
+        counts["trajectories_kept"] += len(trajectories)
+        counts["steps_kept"] += sum(len(steps) for steps in trajectories)
+        records.append(
+            TrajectorySet(
+                env_id=candidate.env_id,
+                task=candidate.task,
+                type=candidate.label,
+                trajectories=trajectories,
+            )
+        )
+    return records
+
+
+STEP_FORMAT = RolloutFormat(
+    name="steps",
+    layout="env folders ROLLOUT_DIR/envNNN/ holding one <episode>.txt per attempt",
+    discover=discover_env_folders,
+    parse_group=parse_env_folder,
+    select=select_env_folders,
+)
+
+
+# ---- Search: one question per file, any folder depth -----------------------------------------
+
+
+def discover_question_folders(rollout_dir: Path, counts: Counter[str]) -> list[Group]:
+    """Every folder under ROLLOUT_DIR holding .txt files, depth-first in natural order."""
+    groups: list[Group] = []
+    pending = [rollout_dir]
+    while pending:
+        folder = pending.pop()
+        files, dirs = _rollout_files(folder, counts)
+        counts["files_seen"] += len(files)
+        if files:
+            rel = folder.relative_to(rollout_dir).as_posix()
+            groups.append(Group("" if rel == "." else rel, tuple(files)))
+        pending.extend(reversed(dirs))
+    return groups
+
+
+@dataclass(frozen=True)
+class QuestionCandidate:
+    env_id: str
+    data_source: str
+    episode: SearchEpisode
+    won: bool
+
+
+def parse_question_folder(job: GroupJob) -> GroupResult:
+    """Parse each question file of one folder and resolve its QA source."""
+    result = GroupResult()
+    folder = Path(job.rollout_dir, job.group.group_id)
+    for name in job.group.files:
+        rel = PurePosixPath(job.group.group_id, name)
+        try:
+            episode = parse_search_rollout(read_rollout_text(folder / name))
+        except MalformedRollout as error:
+            _reject(result, rel.as_posix(), error)
+            continue
+        result.counts["files_parsed"] += 1
+        source = resolve_source(rel, QA_SOURCES, job.options)
+        env_id = rel.with_suffix("").as_posix()
+        won = episode.reward >= job.success_reward
+        result.candidates.append(QuestionCandidate(env_id, source, episode, won))
+    return result
+
+
+def _to_search_set(candidate: QuestionCandidate) -> SearchTrajectorySet:
+    episode = candidate.episode
+    steps = [
+        SearchStep(
+            step_id=raw.step_id,
+            action=raw.action,
+            observation=raw.information,
+            reward=raw.reward,
+            done=raw.done,
+            memory_context=raw.memory_context,
+        )
+        for raw in episode.steps
+    ]
+    return SearchTrajectorySet(
+        env_id=candidate.env_id,
+        task=episode.question,
+        type="all_success" if candidate.won else "all_fail",
+        data_source=candidate.data_source,
+        outcome="Success" if candidate.won else "Failure",
+        reward=episode.reward,
+        trajectories=[steps],
+    )
+
+
+def select_questions(
+    results: Iterable[GroupResult], options: SelectionOptions, counts: Counter[str]
+) -> list[SearchTrajectorySet]:
+    questions = [
+        (c.env_id, c.data_source, c.won, c)
+        for result in results
+        for c in result.candidates
+    ]
+    kept = balance_by_source(questions, options, counts)
+    records = [_to_search_set(candidate) for candidate in kept]
+    counts["trajectories_kept"] += len(records)
+    counts["steps_kept"] += sum(len(r.trajectories[0]) for r in records)
+    return records
+
+
+SEARCH_FORMAT = RolloutFormat(
+    name="search",
+    layout="one <question>.txt per question, in ROLLOUT_DIR or folders below it",
+    discover=discover_question_folders,
+    parse_group=parse_question_folder,
+    select=select_questions,
+)

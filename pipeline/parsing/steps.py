@@ -1,0 +1,255 @@
+"""Parser for the ALFWorld/WebShop step format (FORMATS.md section 1).
+
+The parser is line-oriented and uses str methods rather than one big regex: a corpus holds tens
+of thousands of files, and each line only needs a couple of `startswith` checks to know what it
+is. It returns light `RawStep`s; pydantic models are built later, for kept trajectories only.
+
+What a file looks like, and what happens to each part:
+
+    === Trajectory for Test K, Env N ===          optional banner, skipped
+    Step 00 | Action: a | Reward: 0.0 | Done: False   header -> step_id, action, reward, done
+    Raw Model Output: ...                         writer lines -> RawStep.metadata
+    Obs: text ...                                 observation, cleaned (see `clean_observation`)
+    Your admissible actions ... are: [ ... ].     -> RawStep.admissible_actions
+    Now it's your turn to take an action. ...     boilerplate, dropped
+"""
+
+from dataclasses import dataclass, field
+
+from pipeline.errors import MalformedRollout
+from pipeline.parsing.admissible import PREFIX as ADMISSIBLE_PREFIX
+from pipeline.parsing.admissible import split_admissible
+
+TASK_MARKER = "Your task is to:"
+BANNER = "-= Welcome to TextWorld, ALFRED! =-"
+TURN_PARAGRAPH = "Now it's your turn to take an action."
+REASON_START = "You should first reason step-by-step"
+REASON_END = "<think> </think> tags."
+OBS_PREFIXES = ("Your current observation is:",)
+STEP_OBS_START = "You are now at step "
+STEP_OBS_MARK = "and your current observation is:"
+KNOWN_METADATA = frozenset({"Raw Model Output", "Parsed Action", "Valid Action"})
+
+_HINT_EDIT = "fix or delete this file; the rest of the corpus is processed without it"
+
+
+@dataclass(slots=True)
+class RawStep:
+    step_id: str
+    action: str | None
+    observation: str
+    admissible_actions: list[str]
+    reward: float
+    done: bool
+    metadata: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class Episode:
+    """One parsed rollout file: the task from its first block and every step in order."""
+
+    task: str
+    steps: list[RawStep]
+
+    def succeeded(self, success_reward: float) -> bool:
+        return any(step.done and step.reward >= success_reward for step in self.steps)
+
+
+def is_header(line: str) -> bool:
+    return line.startswith("Step ") and " | Action: " in line
+
+
+def parse_header(line: str, lineno: int) -> tuple[str, str | None, float, bool]:
+    """Split `Step <id> | Action: <a> | Reward: <r> | Done: <d>`; the action may hold ` | `."""
+    left, _, rest = line.partition(" | Action: ")
+    action, sep1, reward_part = rest.rpartition(" | Reward: ")
+    reward_text, sep2, done_text = reward_part.partition(" | Done: ")
+    step_number = left[5:].strip()
+    done_text = done_text.strip()
+    try:
+        if not (sep1 and sep2) or done_text not in ("True", "False"):
+            raise ValueError
+        int(step_number)
+        reward = float(reward_text)
+    except ValueError:
+        raise MalformedRollout(
+            "bad_step_header",
+            f"cannot read step header {line[:120]!r}; expected "
+            "'Step <id> | Action: <action> | Reward: <float> | Done: <True|False>'",
+            line=lineno,
+            hint=_HINT_EDIT,
+        ) from None
+    parsed_action = None if action == "None" and step_number == "-1" else action
+    return f"Step {step_number}", parsed_action, reward, done_text == "True"
+
+
+def _is_metadata_key(key: str) -> bool:
+    return key in KNOWN_METADATA or (
+        0 < len(key) <= 40 and key[0].isupper() and key.replace(" ", "").isalpha()
+    )
+
+
+def parse_metadata(lines: list[str], first_lineno: int) -> dict[str, str]:
+    """Writer lines between the header and `Obs:`; a line without a key continues the last."""
+    metadata: dict[str, str] = {}
+    key = None
+    for offset, line in enumerate(lines):
+        name, sep, value = line.partition(": ")
+        if sep and _is_metadata_key(name):
+            key = name
+            metadata[key] = value
+        elif key is not None:
+            metadata[key] += "\n" + line
+        elif line.strip():
+            raise MalformedRollout(
+                "unparseable_step",
+                f"unexpected text between a step header and its 'Obs:' line: {line[:80]!r}",
+                line=first_lineno + offset,
+                hint=_HINT_EDIT,
+            )
+    return {k: v.rstrip("\n") for k, v in metadata.items()}
+
+
+def strip_task(line: str) -> tuple[str, str | None]:
+    """Remove `Your task is to: ...` from a line; return (what remains, the task if found)."""
+    pos = line.find(TASK_MARKER)
+    if pos < 0:
+        return line, None
+    task = line[pos + len(TASK_MARKER) :].strip()
+    if task.endswith("."):
+        task = task[:-1].rstrip()
+    return line[:pos].rstrip(), task
+
+
+def strip_observation_prefix(line: str) -> str:
+    for prefix in OBS_PREFIXES:
+        if line.startswith(prefix):
+            return line[len(prefix) :].lstrip()
+    if line.startswith(STEP_OBS_START):
+        pos = line.find(STEP_OBS_MARK)
+        if pos >= 0:
+            return line[pos + len(STEP_OBS_MARK) :].lstrip()
+    return line
+
+
+def clean_observation(
+    lines: list[str], first_lineno: int, *, last_block: bool
+) -> tuple[str, list[str], str | None]:
+    """Return (observation, admissible actions, task) from the lines after `Obs:`.
+
+    Removes the admissible list, the task line, the TextWorld banner, the instruction paragraph,
+    the reasoning instruction and the observation prefixes; blank-line runs become one.
+    """
+    kept: list[str] = []
+    actions: list[str] = []
+    task = None
+    k = 0
+    n = len(lines)
+    while k < n:
+        line = lines[k]
+        k += 1
+        if line.startswith(TURN_PARAGRAPH):
+            while k < n and lines[k].strip():
+                k += 1
+            continue
+        pos = line.find(ADMISSIBLE_PREFIX)
+        if pos >= 0:
+            start = k - 1
+            body_parts = [line[pos + len(ADMISSIBLE_PREFIX) :]]
+            depth = body_parts[0].count("[") - body_parts[0].count("]")
+            while depth > 0 and k < n and lines[k].strip():
+                body_parts.append(lines[k])
+                depth += lines[k].count("[") - lines[k].count("]")
+                k += 1
+            body = "\n".join(body_parts).strip()
+            if depth > 0 or not body.startswith("["):
+                reason = "truncated" if last_block and k >= n else "unparseable_step"
+                raise MalformedRollout(
+                    reason,
+                    "the admissible-action list is not closed with ']'",
+                    line=first_lineno + start,
+                    hint=_HINT_EDIT,
+                )
+            actions = split_admissible(body[1 : body.rfind("]")])
+            line = line[:pos]
+        if REASON_START in line:
+            begin = line.find(REASON_START)
+            end = line.find(REASON_END, begin)
+            while end < 0 and k < n:
+                line = lines[k]
+                begin = 0
+                k += 1
+                end = line.find(REASON_END)
+            if end < 0:
+                continue
+            line = (line[:begin] + line[end + len(REASON_END) :]).rstrip()
+        if BANNER in line:
+            line = line.replace(BANNER, "").strip()
+        line = strip_observation_prefix(line)
+        line, found = strip_task(line)
+        if found is not None and task is None:
+            task = found
+        if line.strip() or (kept and kept[-1]):
+            kept.append(line.rstrip())
+    while kept and not kept[-1]:
+        kept.pop()
+    return "\n".join(kept), actions, task
+
+
+def parse_step_rollout(text: str) -> Episode:
+    """Parse one episode; raise `MalformedRollout` (with a line number) on anything broken."""
+    lines = text.split("\n")
+    headers = [i for i, line in enumerate(lines) if line.startswith("Step ") and is_header(line)]
+    if not headers:
+        raise MalformedRollout(
+            "no_step_header",
+            "no 'Step <id> | Action: ... | Reward: ... | Done: ...' line in the file",
+            hint="this is not a rollout in the step format; remove it from ROLLOUT_DIR",
+        )
+    for i in range(headers[0]):
+        stripped = lines[i].strip()
+        if stripped and not (stripped.startswith("===") and stripped.endswith("===")):
+            raise MalformedRollout(
+                "text_before_first_step",
+                f"unexpected text before the first step header: {stripped[:80]!r}",
+                line=i + 1,
+                hint=_HINT_EDIT,
+            )
+    steps: list[RawStep] = []
+    task = None
+    bounds = headers + [len(lines)]
+    for b, start in enumerate(headers):
+        end = bounds[b + 1]
+        last_block = b == len(headers) - 1
+        step_id, action, reward, done = parse_header(lines[start], start + 1)
+        obs_at = next((j for j in range(start + 1, end) if lines[j].startswith("Obs:")), None)
+        if obs_at is None:
+            raise MalformedRollout(
+                "truncated" if last_block else "unparseable_step",
+                f"{step_id} has no 'Obs:' line",
+                line=start + 1,
+                hint=_HINT_EDIT,
+            )
+        metadata = parse_metadata(lines[start + 1 : obs_at], start + 2)
+        obs_lines = [lines[obs_at][4:].lstrip(), *lines[obs_at + 1 : end]]
+        observation, actions, found = clean_observation(
+            obs_lines, obs_at + 1, last_block=last_block
+        )
+        if b == 0:
+            task = found
+        steps.append(RawStep(step_id, action, observation, actions, reward, done, metadata))
+    if not task:
+        raise MalformedRollout(
+            "no_task",
+            "the first step has no 'Your task is to: ...' line",
+            line=headers[0] + 1,
+            hint="the task must appear in the first block; fix or delete this file",
+        )
+    if not steps[-1].done:
+        raise MalformedRollout(
+            "truncated",
+            f"the episode stops at {steps[-1].step_id} without a 'Done: True' step",
+            line=headers[-1] + 1,
+            hint="the file was probably cut off while writing; re-export or delete it",
+        )
+    return Episode(task, steps)

@@ -1,0 +1,166 @@
+"""Which episodes stage 1 keeps (FORMATS.md sections 1-2), every threshold a parameter.
+
+ALFWorld/WebShop, per env folder (several attempts at one task):
+  1. folders with fewer than `min_trajs_per_env` parsed files are skipped (a rejected file does
+     not count: it is not an attempt we can learn from);
+  2. the env is labelled from its outcomes, first rule that matches:
+     >= `mixed_min_successes` wins and >= `mixed_min_failures` losses -> `mixed`
+     (skipped unless `include_mixed`), >= `label_min_outcomes` wins -> `all_success`,
+     >= `label_min_outcomes` losses -> `all_fail`, else skipped as `unlabelled`;
+  3. within the env the `n_trajs_per_env` shortest episodes are kept, by number of steps in the
+     file before loop removal, ties by natural file-name order. For `all_success` only wins and
+     for `all_fail` only losses are candidates (an all_fail env may hold one win; teaching it as
+     a failure would be wrong); `mixed` takes any;
+  4. the first `n_success_envs` all_success and `n_fail_envs` all_fail envs in natural
+     folder-name order are kept (`n_mixed_envs`, unlimited by default, for mixed ones).
+
+Search, per question file: the QA source comes from a folder name in the file's path that
+equals a known source (case-insensitive), else from `search_source_ranges` by the last number
+in the file name, else `unknown`. Per source all successes are kept plus the first
+floor(`failure_ratio` x successes) failures in natural id order.
+"""
+
+import math
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from pathlib import PurePosixPath
+from typing import Literal, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from pipeline.parsing.text import natural_key
+
+EnvLabel = Literal["all_success", "all_fail", "mixed", "unlabelled"]
+RecordT = TypeVar("RecordT")
+
+
+class SourceRange(BaseModel):
+    """Files numbered `first`..`last` (inclusive) come from QA source `source`."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    first: int
+    last: int
+    source: str
+
+    @model_validator(mode="after")
+    def _ordered(self) -> "SourceRange":
+        if self.first > self.last:
+            raise ValueError(f"source range {self.first}-{self.last}: first is after last")
+        return self
+
+
+class SelectionOptions(BaseModel):
+    """Stage-1 selection knobs; defaults are the CLI defaults (CLI.md, selection flags)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    min_trajs_per_env: int = Field(3, ge=1)
+    n_trajs_per_env: int = Field(3, ge=1)
+    n_success_envs: int = Field(70, ge=0)
+    n_fail_envs: int = Field(30, ge=0)
+    include_mixed: bool = False
+    n_mixed_envs: int | None = Field(None, ge=0)
+    mixed_min_successes: int = Field(2, ge=1)
+    mixed_min_failures: int = Field(1, ge=1)
+    label_min_outcomes: int = Field(3, ge=1)
+    failure_ratio: float = Field(0.5, ge=0)
+    search_source_ranges: tuple[SourceRange, ...] = ()
+
+
+def label_env(successes: int, failures: int, options: SelectionOptions) -> EnvLabel:
+    if successes >= options.mixed_min_successes and failures >= options.mixed_min_failures:
+        return "mixed"
+    if successes >= options.label_min_outcomes:
+        return "all_success"
+    if failures >= options.label_min_outcomes:
+        return "all_fail"
+    return "unlabelled"
+
+
+def shortest_episodes(
+    episodes: Sequence[tuple[str, int, bool]], label: EnvLabel, options: SelectionOptions
+) -> list[int]:
+    """Indices of the episodes to keep from (file name, step count, won) triples."""
+    wanted = {"all_success": (True,), "all_fail": (False,)}.get(label, (True, False))
+    candidates = [i for i, (_, _, won) in enumerate(episodes) if won in wanted]
+    candidates.sort(key=lambda i: (episodes[i][1], natural_key(episodes[i][0])))
+    return candidates[: options.n_trajs_per_env]
+
+
+def apply_env_quotas(
+    labelled: Iterable[tuple[EnvLabel, RecordT]], options: SelectionOptions, counts: Counter[str]
+) -> list[RecordT]:
+    """Keep the first envs of each label up to its quota; `labelled` is in folder order."""
+    quotas: dict[str, int | None] = {
+        "all_success": options.n_success_envs,
+        "all_fail": options.n_fail_envs,
+        "mixed": options.n_mixed_envs if options.include_mixed else 0,
+    }
+    taken: Counter[str] = Counter()
+    kept: list[RecordT] = []
+    for label, record in labelled:
+        quota = quotas[label]
+        if quota is not None and taken[label] >= quota:
+            reason = "skipped_mixed" if label == "mixed" and not options.include_mixed else (
+                f"over_quota_{label}"
+            )
+            counts[f"envs_{reason}"] += 1
+            continue
+        taken[label] += 1
+        counts[f"envs_{label}"] += 1
+        kept.append(record)
+    return kept
+
+
+def file_number(path: PurePosixPath) -> int | None:
+    """The last run of digits in the file's name (`q_0042.txt` -> 42), if any."""
+    digits = "".join(ch if ch.isdigit() else " " for ch in path.stem).split()
+    return int(digits[-1]) if digits else None
+
+
+def resolve_source(
+    path: PurePosixPath, known_sources: Iterable[str], options: SelectionOptions
+) -> str:
+    """QA source of a Search file: folder name, else the user's number ranges, else unknown."""
+    known = {name.lower(): name for name in known_sources}
+    for folder in reversed(path.parent.parts):
+        if folder.lower() in known:
+            return known[folder.lower()]
+    number = file_number(path)
+    if number is not None:
+        for span in options.search_source_ranges:
+            if span.first <= number <= span.last:
+                return span.source
+    return "unknown"
+
+
+def failures_allowed(successes: int, ratio: float) -> int:
+    """floor(ratio x successes), rounded first so 0.29 x 100 gives 29, not 28."""
+    return math.floor(round(ratio * successes, 9))
+
+
+def balance_by_source(
+    questions: Iterable[tuple[str, str, bool, RecordT]],
+    options: SelectionOptions,
+    counts: Counter[str],
+) -> list[RecordT]:
+    """Keep every success and the first failures per source; result in natural id order.
+
+    `questions` holds (id, source, won, record) in any order.
+    """
+    ordered = sorted(questions, key=lambda q: natural_key(q[0]))
+    wins = Counter(source for _, source, won, _ in ordered if won)
+    allowed = {source: failures_allowed(wins[source], options.failure_ratio) for source in wins}
+    used: Counter[str] = Counter()
+    kept: list[RecordT] = []
+    for _, source, won, record in ordered:
+        if not won:
+            if used[source] >= allowed.get(source, 0):
+                counts["questions_dropped_failure_balance"] += 1
+                continue
+            used[source] += 1
+        counts[f"questions_kept_{'success' if won else 'failure'}"] += 1
+        counts[f"source_{source}"] += 1
+        kept.append(record)
+    return kept
