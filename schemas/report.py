@@ -23,6 +23,83 @@ class TeacherUsage(StrictModel):
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cost_usd: float | None = None
+    failures: dict[str, int] = Field(default_factory=dict)  # reason -> failed calls
+
+
+# Added for stage 5 (run report and dataset card). Every field has a default so report.json
+# files written before these existed still validate.
+
+
+class StageDetail(StrictModel):
+    """What a stage manifest says beyond its counters: used by the dataset card."""
+
+    stage: str
+    output: str
+    params: dict[str, str] = Field(default_factory=dict)
+    versions: dict[str, str] = Field(default_factory=dict)
+    rejects: dict[str, int] = Field(default_factory=dict)  # rejects.jsonl lines by reason
+    written_at: str | None = None
+
+
+class ModelUsage(StrictModel):
+    """Teacher usage summed over every stage that called one model."""
+
+    model: str
+    stages: list[str] = Field(default_factory=list)
+    calls_new: int = 0
+    calls_from_journal: int = 0
+    calls_failed: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float | None = None
+
+
+class Distribution(StrictModel):
+    """Nearest-rank percentiles of a list of numbers (all zero when the list is empty)."""
+
+    count: int = 0
+    mean: float = 0.0
+    min: float = 0.0
+    p50: float = 0.0
+    p90: float = 0.0
+    p99: float = 0.0
+    max: float = 0.0
+
+
+class CorpusStats(StrictModel):
+    records: int = 0
+    trajectories: int | None = None  # None when no provenance file says which is which
+    records_per_category: dict[str, int] = Field(default_factory=dict)
+    trajectories_per_category: dict[str, int] = Field(default_factory=dict)
+    steps_per_trajectory: Distribution = Field(default_factory=Distribution)
+    instruction_chars: Distribution = Field(default_factory=Distribution)
+    instruction_tokens_approx: Distribution = Field(default_factory=Distribution)
+    token_approximation: str = ""
+    section_share: dict[str, float] = Field(default_factory=dict)  # heading -> share of records
+    records_by_source: dict[str, int] = Field(default_factory=dict)
+
+
+class ConsistencyCheck(StrictModel):
+    """Two numbers the run must agree on (e.g. records out of stage 4 and rows published)."""
+
+    name: str
+    expected: int
+    actual: int
+    ok: bool
+
+
+class RunReportDetails(StrictModel):
+    """Everything stage 5 adds to a `RunReport` (kept apart so the base model stays as is)."""
+
+    generated_at: str = ""
+    stage_details: list[StageDetail] = Field(default_factory=list)
+    models: list[ModelUsage] = Field(default_factory=list)
+    wall_seconds_total: float = 0.0
+    corpus_stats: CorpusStats = Field(default_factory=CorpusStats)
+    skill_bank_sha256: str | None = None
+    published_rows: dict[str, int] = Field(default_factory=dict)  # split -> rows in hub/<env>/
+    checks: list[ConsistencyCheck] = Field(default_factory=list)
+    warnings: list[str] = Field(default_factory=list)
 
 
 class RunReport(StrictModel):
@@ -30,3 +107,5 @@ class RunReport(StrictModel):
     stages: list[StageReport] = Field(default_factory=list)
     teacher: list[TeacherUsage] = Field(default_factory=list)
     corpus: dict[str, object] = Field(default_factory=dict)
+    # Stage 5 additions: manifests' details, usage by model, corpus statistics, checks.
+    details: RunReportDetails = Field(default_factory=RunReportDetails)
