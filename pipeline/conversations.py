@@ -156,9 +156,7 @@ class TextLayout:
             action = steps[k + 1].action
             if action is None:
                 raise LayoutError(f"{steps[k + 1].step_id} has no action; only Step -1 may")
-            turns.append(
-                TextTurn(steps[k].observation, tuple(steps[k].admissible_actions), action)
-            )
+            turns.append(TextTurn(steps[k].observation, tuple(steps[k].admissible_actions), action))
         if self.final_action is not None and steps and self.succeeded(None, steps):
             win = steps[-1]
             rng = final_choice_rng(options.seed, trajectory_id)
@@ -208,9 +206,7 @@ class TextLayout:
 
     # -- reading back (stage 4) -------------------------------------------------------------
 
-    def parse_turns(
-        self, conversation: Conversation, history: int
-    ) -> tuple[list[TextTurn], int]:
+    def parse_turns(self, conversation: Conversation, history: int) -> tuple[list[TextTurn], int]:
         """Recover the turn data, and the history window used, from a conversation we rendered.
 
         The result is checked by rendering it again: a conversation that does not come back
@@ -219,9 +215,8 @@ class TextLayout:
         when a turn shows a full window, else `history` is used.
         """
         pairs = conversation.conversations
-        if len(pairs) % 2 or any(
-            t.from_ != role for t, role in zip(pairs, ["human", "gpt"] * len(pairs), strict=True)
-        ):
+        roles = [t.from_ for t in pairs]
+        if roles != ["human", "gpt"] * (len(pairs) // 2) or len(pairs) % 2:
             raise LayoutError("turns must alternate human, gpt")
         first = template_pattern(self.first_turn, {})
         later = template_pattern(self.later_turn, {"step": r"\d+", "admissible": ".*"})

@@ -65,14 +65,17 @@ def render_block(
     options = options or BlockOptions()
     category_skills = bank.category_skills().get(category, [])
     sections = [
-        section("General Principles", [general_item(s) for s in bank.general_skills][
-            : options.max_general
-        ]),
-        section(f"{spec.label(category)} Skills", [category_item(s) for s in category_skills][
-            : options.max_category
-        ]),
-        section("Mistakes to Avoid", [mistake_item(m) for m in bank.common_mistakes][
-            : options.max_mistakes
-        ]),
+        section(
+            "General Principles",
+            [general_item(s) for s in bank.general_skills][: options.max_general],
+        ),
+        section(
+            f"{spec.label(category)} Skills",
+            [category_item(s) for s in category_skills][: options.max_category],
+        ),
+        section(
+            "Mistakes to Avoid",
+            [mistake_item(m) for m in bank.common_mistakes][: options.max_mistakes],
+        ),
     ]
     return "\n\n".join([BLOCK_TITLE, *(s for s in sections if s is not None)])

@@ -66,8 +66,7 @@ def check_step_indices(got: list[int], expected: tuple[int, ...]) -> None:
     if repeated:
         problems.append(f"repeated step_index {repeated}")
     raise ValueError(
-        f"expected exactly one thought for each step_index {list(expected)}: "
-        + "; ".join(problems)
+        f"expected exactly one thought for each step_index {list(expected)}: " + "; ".join(problems)
     )
 
 

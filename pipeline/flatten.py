@@ -1,0 +1,71 @@
+"""Stage 4: conversations to alpaca records (FORMATS.md 8), after the environment's post-checks.
+
+Each gpt turn becomes one record whose instruction is what the agent saw at that step, in the
+released corpus's layout; the environment's layout (`EnvSpec.layout`) decides that layout and
+`EnvSpec.postchecks` which turns are dropped, rewritten or inserted first. A conversation that
+cannot be read back in its layout is rejected whole, with the reason, and counted; it never
+stops the run.
+"""
+
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from pipeline.conversations import LayoutError, RenderOptions
+from schemas.conversation import AlpacaRecord, Conversation
+from schemas.reject import Reject
+
+if TYPE_CHECKING:
+    from pipeline.envs import EnvSpec
+
+
+@dataclass(frozen=True)
+class FlattenOptions:
+    # The history window distillation used; read from the conversations when they show it.
+    render: RenderOptions = field(default_factory=RenderOptions)
+    input_name: str = "distilled_trajectories.json"  # how rejects name the input
+
+
+@dataclass
+class FlattenResult:
+    records: list[AlpacaRecord]
+    counts: dict[str, int]
+    rejects: list[Reject]
+
+
+def flatten(
+    conversations: Sequence[Conversation],
+    spec: "EnvSpec",
+    options: FlattenOptions | None = None,
+) -> FlattenResult:
+    """Alpaca records for every conversation, in order, with drop/rewrite/insert counts."""
+    options = options or FlattenOptions()
+    if spec.layout is None:
+        raise ValueError(
+            f"environment {spec.name!r} has no turn layout; add one in pipeline/envs.py"
+        )
+    counts: Counter[str] = Counter()
+    records: list[AlpacaRecord] = []
+    rejects: list[Reject] = []
+    for number, conversation in enumerate(conversations):
+        counts["conversations_in"] += 1
+        try:
+            produced = spec.layout.alpaca_records(
+                conversation, spec.postchecks, options.render, counts
+            )
+        except LayoutError as exc:
+            counts["dropped_unreadable_conversation"] += 1
+            where = conversation.extra_info.env_id or f"conversation {number}"
+            rejects.append(
+                Reject(
+                    stage="flatten",
+                    file=options.input_name,
+                    reason="unreadable_conversation",
+                    detail=f"{where} (item {number}): {exc}; regenerate it with `skillsft distill`",
+                )
+            )
+            continue
+        records.extend(produced)
+    counts["records"] = len(records)
+    return FlattenResult(records, dict(counts), rejects)
