@@ -10,7 +10,14 @@ from dataclasses import dataclass
 from typing import Literal
 
 from pipeline import categories
+from pipeline.action_semantics import (
+    ALFWORLD_SEMANTICS,
+    SEARCH_SEMANTICS,
+    WEBSHOP_SEMANTICS,
+    ActionSemantics,
+)
 from pipeline.conversations import Layout, SearchLayout, TextLayout
+from pipeline.parsing.formats import SEARCH_FORMAT, STEP_FORMAT, RolloutFormat
 from pipeline.postchecks import ALFWORLD_CHECKS, WEBSHOP_CHECKS, PostCheck
 
 
@@ -28,6 +35,14 @@ class EnvSpec:
     # the checks a turn must pass before it becomes a record (pipeline/postchecks.py).
     layout: Layout | None = None
     postchecks: tuple[PostCheck, ...] = ()
+    # Stage 2 (offline memories): what actions need and provide, for causal chaining,
+    # placeholders and mistake detection (pipeline/action_semantics.py).
+    action_semantics: ActionSemantics | None = None
+    # A step with at least this reward and `done` is a win (text environments).
+    win_reward: float = 10.0
+    # Stage 1 (FORMATS.md 1-2): how rollout files are found, parsed and selected
+    # (pipeline/parsing/formats.py); a Search episode is a win when its reward >= win_reward.
+    rollout_format: RolloutFormat = STEP_FORMAT
 
     def label(self, category: str) -> str:
         return self.category_labels.get(category, category.replace("_", " ").title())
@@ -97,6 +112,7 @@ ALFWORLD = EnvSpec(
     bank_category_key="task_specific_skills",
     layout=ALFWORLD_LAYOUT,
     postchecks=ALFWORLD_CHECKS,
+    action_semantics=ALFWORLD_SEMANTICS,
 )
 
 WEBSHOP = EnvSpec(
@@ -108,6 +124,7 @@ WEBSHOP = EnvSpec(
     bank_category_key="task_specific_skills",
     layout=WEBSHOP_LAYOUT,
     postchecks=WEBSHOP_CHECKS,
+    action_semantics=WEBSHOP_SEMANTICS,
 )
 
 SEARCH = EnvSpec(
@@ -118,6 +135,9 @@ SEARCH = EnvSpec(
     classify_task=categories.classify_search,
     bank_category_key="query_type_skills",
     layout=SEARCH_LAYOUT,
+    action_semantics=SEARCH_SEMANTICS,
+    rollout_format=SEARCH_FORMAT,
+    win_reward=1.0,
 )
 
 ENVS: dict[str, EnvSpec] = {spec.name: spec for spec in (ALFWORLD, WEBSHOP, SEARCH)}
