@@ -1,0 +1,378 @@
+"""Stage 2b: memories -> one skill bank (FORMATS.md section 5), at any corpus size.
+
+Three tracks are reduced independently: general skills from every success pattern, one
+per-category track from that category's patterns (and its failures' mistakes, so a category
+with only failures still gets skills), and common mistakes from every failure. Each track is
+reduced hierarchically: level 0 sends batches of at most `batch_size` items; every later level
+merges the previous level's answers `fan_in` at a time (`batch_size // max_outputs_per_call`
+answers, so a merge prompt never holds more than `batch_size` items) until one answer remains.
+No prompt grows with the corpus, and the number of calls is predictable (`planned_calls`).
+All tracks of one level go to the teacher as one batch, so they run concurrently.
+
+Ids (`gen_001`, `cle_001`, `err_001`) are assigned here after generation; a category without
+memories gets an empty list and no call.
+"""
+
+import math
+import re
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from pipeline.envs import EnvSpec
+from pipeline.errors import SkillsftError
+from pipeline.teacher.base import BatchStats, Teacher, TeacherRequest, register_offline_solver
+from schemas.memory import Memory
+from schemas.memory_answers import MistakeDraft, MistakesAnswer, SkillDraft, SkillsAnswer
+from schemas.skill_bank import CommonMistake, Skill, SkillBank
+
+SKILLS_KIND = "aggregate_skills"
+MISTAKES_KIND = "aggregate_mistakes"
+# Bump when the prompt text below changes: the version is part of every journal key.
+PROMPT_VERSIONS = {SKILLS_KIND: "aggregate-skills-v1", MISTAKES_KIND: "aggregate-mistakes-v1"}
+STAGE = "aggregate"
+
+
+class AggregationError(SkillsftError):
+    """A teacher call of the reduction failed, so the bank would silently miss a subtree."""
+
+
+@dataclass(frozen=True)
+class AggregateOptions:
+    batch_size: int = 40  # K: the most items one prompt holds, at every level
+    max_outputs_per_call: int = 10  # skills or mistakes one answer may keep
+    max_prompt_chars: int = 24_000  # every rendered prompt stays under this
+
+    @property
+    def fan_in(self) -> int:
+        """How many answers one merge call combines (their items still fit in one batch)."""
+        return max(2, self.batch_size // self.max_outputs_per_call)
+
+    @property
+    def item_chars(self) -> int:
+        return max(80, (self.max_prompt_chars - _PROMPT_OVERHEAD) // self.batch_size - 8)
+
+
+@dataclass(frozen=True)
+class Track:
+    name: str  # "general", "category:clean", "mistakes"
+    kind: str
+    scope: str  # what the items are about, for the prompt
+    items: tuple[dict[str, Any], ...]
+
+
+@dataclass(frozen=True)
+class AggregateContext:
+    """One reduction call: the offline teacher merges `items` from this alone."""
+
+    track: str
+    level: int
+    items: tuple[dict[str, Any], ...]
+    max_outputs: int
+
+
+@dataclass
+class AggregateResult:
+    bank: SkillBank
+    counts: dict[str, int]
+    stats: BatchStats
+    calls_per_track: dict[str, int] = field(default_factory=dict)
+
+
+def planned_calls(n_items: int, options: AggregateOptions) -> int:
+    """Calls one track of n items costs: ceil(n/K) at level 0, then ceil(c/fan_in) per level."""
+    if n_items == 0:
+        return 0
+    calls = level = math.ceil(n_items / options.batch_size)
+    while level > 1:
+        level = math.ceil(level / options.fan_in)
+        calls += level
+    return calls
+
+
+# ---------------------------------------------------------------------------------------------
+# Prompts
+
+_SKILLS_SYSTEM = """\
+You distil reusable skills for an LLM agent from experience. You receive numbered items, \
+each either a solved task's planning pattern (`goal`, `pattern`), a failed task's mistake \
+(`goal`, `avoid`, `when`), or an already distilled skill (`title`, `principle`, \
+`when_to_apply`, `support`). Merge duplicates and near-duplicates, generalise over concrete \
+objects and values (keep placeholders like [Object_1]), and keep at most {max_outputs} skills, \
+the best supported first. Answer with one JSON object and nothing else:
+{{"skills": [{{"title": str, "principle": str, "when_to_apply": str, "support": int}}]}}
+`support` is how many input items a skill covers (add up the supports of merged skills)."""
+
+_MISTAKES_SYSTEM = """\
+You distil the common mistakes of an LLM agent from failed episodes. You receive numbered \
+items, each either a mistake (`trigger_condition`, `bad_action`) or an already distilled \
+mistake (`description`, `why_it_happens`, `how_to_avoid`, `support`). Merge duplicates and \
+near-duplicates, generalise over concrete objects and values, and keep at most {max_outputs}, \
+the most frequent first. Answer with one JSON object and nothing else:
+{{"mistakes": [{{"description": str, "why_it_happens": str, "how_to_avoid": str, \
+"support": int}}]}}
+`support` is how many input items a mistake covers (add up the supports of merged ones)."""
+
+_USER = "Environment: {environment}\nScope: {scope}\n\nItems:\n{items}"
+_PROMPT_OVERHEAD = max(len(_SKILLS_SYSTEM), len(_MISTAKES_SYSTEM)) + len(_USER) + 400
+
+
+def _clip(value: Any, limit: int) -> Any:
+    if isinstance(value, str) and len(value) > limit:
+        return value[: limit - 3] + "..."
+    return value
+
+
+def render_item(number: int, item: dict[str, Any], limit: int) -> str:
+    """One numbered compact-JSON line; long strings are clipped so the line fits `limit`."""
+    per_field = max(20, limit // max(1, len(item)))
+    clipped = {key: _clip(value, per_field) for key, value in item.items()}
+    return f"{number}. {orjson.dumps(clipped).decode()}"
+
+
+def build_request(track: Track, level: int, batch: int, items: Sequence[dict[str, Any]],
+                  environment: str, options: AggregateOptions) -> TeacherRequest[Any]:
+    system = (_SKILLS_SYSTEM if track.kind == SKILLS_KIND else _MISTAKES_SYSTEM).format(
+        max_outputs=options.max_outputs_per_call)
+    lines = "\n".join(render_item(i + 1, item, options.item_chars) for i, item in enumerate(items))
+    user = _USER.format(environment=environment, scope=track.scope, items=lines)
+    return TeacherRequest(
+        request_id=f"{track.name}/L{level}/B{batch:04d}",
+        kind=track.kind,
+        messages=({"role": "system", "content": system}, {"role": "user", "content": user}),
+        answer_model=SkillsAnswer if track.kind == SKILLS_KIND else MistakesAnswer,
+        prompt_version=PROMPT_VERSIONS[track.kind],
+        offline_context=AggregateContext(track.name, level, tuple(items),
+                                         options.max_outputs_per_call),
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Offline merging: deterministic grouping by a normalised key, most supported first
+
+_PARENTHESISED = re.compile(r"\([^)]*\)")
+_NON_WORD = re.compile(r"[^a-z\[\]_ ]+")
+
+
+def _key(text: str, words: int = 8) -> str:
+    cleaned = _NON_WORD.sub(" ", _PARENTHESISED.sub(" ", text.lower()))
+    return " ".join(cleaned.split()[:words])
+
+
+def _routine_title(pattern: str) -> str:
+    verbs: list[str] = []
+    for phrase in pattern.split("->"):
+        words = phrase.split()
+        verb = words[0].title() if words else ""
+        if verb and verb not in verbs and verb not in {"Go", "Navigate"}:
+            verbs.append(verb)
+    return "-".join(verbs[:5] or ["Goal"]) + " Routine"
+
+
+def _skill_from_item(item: dict[str, Any]) -> tuple[str, SkillDraft]:
+    if "title" in item:
+        draft = SkillDraft.model_validate(item)
+        return _key(draft.title), draft
+    goal = str(item.get("goal", "")).rstrip(".")
+    if "pattern" in item:
+        pattern = str(item["pattern"])
+        title = _routine_title(pattern)
+        return _key(title), SkillDraft(
+            title=title, principle=f"Follow the proven sequence {pattern}",
+            when_to_apply=f"Goals like '{goal}'" if goal else "")
+    avoid, when = str(item.get("avoid", "")), str(item.get("when", ""))
+    title = "Avoid " + " ".join(_key(avoid, 6).split()) if avoid else "Avoid A Known Failure"
+    return _key(avoid), SkillDraft(
+        title=title, principle=f"Do not do this: {avoid}".rstrip("."),
+        when_to_apply=when or (f"Goals like '{goal}'" if goal else ""))
+
+
+# How to avoid a mistake, by what its text mentions; first match wins.
+_ADVICE: tuple[tuple[re.Pattern[str], str], ...] = (
+    (re.compile(r"admissible|nothing happens", re.I),
+     "Choose the next action from the admissible list, copied exactly"),
+    (re.compile(r"repeat|again|loop|same", re.I),
+     "Keep track of what was already tried and pick an unexplored option instead"),
+    (re.compile(r"budget|step limit|remaining step", re.I),
+     "Plan the remaining goal steps early and execute them before the step budget runs out"),
+    (re.compile(r"evidence|retriev", re.I),
+     "Search again with a more specific query until a passage supports the answer"),
+)
+
+
+def _mistake_from_item(item: dict[str, Any]) -> tuple[str, MistakeDraft]:
+    if "description" in item:
+        draft = MistakeDraft.model_validate(item)
+        return _key(draft.description), draft
+    bad, trigger = str(item.get("bad_action", "")), str(item.get("trigger_condition", ""))
+    advice = next((text for rx, text in _ADVICE if rx.search(f"{bad} {trigger}")),
+                  "Check the situation above and choose an action that advances the goal")
+    return _key(bad), MistakeDraft(description=bad, why_it_happens=trigger, how_to_avoid=advice)
+
+
+def _merge(pairs: Sequence[tuple[str, Any]], max_outputs: int) -> list[Any]:
+    groups: dict[str, list[Any]] = {}
+    for key, draft in pairs:
+        groups.setdefault(key, []).append(draft)
+    merged = []
+    for drafts in groups.values():
+        best = min(drafts, key=lambda d: (-d.support, orjson.dumps(d.model_dump())))
+        merged.append(best.model_copy(update={"support": sum(d.support for d in drafts)}))
+    merged.sort(key=lambda d: (-d.support, orjson.dumps(d.model_dump())))
+    return merged[:max_outputs]
+
+
+@register_offline_solver(SKILLS_KIND)
+def solve_skills(ctx: AggregateContext) -> SkillsAnswer:
+    return SkillsAnswer(skills=_merge([_skill_from_item(i) for i in ctx.items], ctx.max_outputs))
+
+
+@register_offline_solver(MISTAKES_KIND)
+def solve_mistakes(ctx: AggregateContext) -> MistakesAnswer:
+    drafts = [_mistake_from_item(i) for i in ctx.items]
+    return MistakesAnswer(mistakes=_merge(drafts, ctx.max_outputs))
+
+
+# ---------------------------------------------------------------------------------------------
+# Tracks from memories, the level-by-level reduction, and the bank
+
+
+def memory_category(memory: Memory, spec: EnvSpec) -> str:
+    meta = memory.content.task_meta
+    return spec.classify_task(meta.original_goal, memory.tags.data_source or meta.data_source)
+
+
+def build_tracks(memories: Sequence[Memory], spec: EnvSpec) -> tuple[list[Track], Counter[str]]:
+    """The items each track reduces; counts memories per category and outcome."""
+    general: list[dict[str, Any]] = []
+    mistakes: list[dict[str, Any]] = []
+    per_category: dict[str, list[dict[str, Any]]] = {c: [] for c in spec.categories}
+    counts: Counter[str] = Counter()
+    for memory in memories:
+        category = memory_category(memory, spec)
+        outcome = memory.tags.outcome.lower()
+        counts[f"{category}:{outcome}"] += 1
+        goal = memory.content.task_meta.original_goal
+        guidelines = memory.content.strategic_guidelines
+        if memory.tags.outcome == "Success" and guidelines.planning_pattern:
+            item = {"goal": goal, "pattern": guidelines.planning_pattern}
+            general.append(item)
+            per_category.setdefault(category, []).append(item)
+        for mistake in guidelines.mistakes_to_avoid if memory.tags.outcome == "Failure" else ():
+            mistakes.append(mistake.model_dump(include={"trigger_condition", "bad_action"}))
+            per_category.setdefault(category, []).append(
+                {"goal": goal, "avoid": mistake.bad_action, "when": mistake.trigger_condition})
+        if not (guidelines.planning_pattern or guidelines.mistakes_to_avoid):
+            counts["memories_without_pattern_or_mistakes"] += 1
+    tracks = [Track("general", SKILLS_KIND, "general skills for every task category",
+                    tuple(general))]
+    tracks += [Track(f"category:{c}", SKILLS_KIND, f"skills for {spec.label(c)} tasks",
+                     tuple(items)) for c, items in per_category.items()]
+    tracks.append(Track("mistakes", MISTAKES_KIND, "common mistakes across all tasks",
+                        tuple(mistakes)))
+    return tracks, counts
+
+
+def _add_stats(total: BatchStats, part: BatchStats) -> None:
+    total.model = part.model or total.model
+    total.calls_new += part.calls_new
+    total.calls_from_journal += part.calls_from_journal
+    total.calls_failed += part.calls_failed
+    total.prompt_tokens += part.prompt_tokens
+    total.completion_tokens += part.completion_tokens
+    if part.cost_usd is not None:
+        total.cost_usd = (total.cost_usd or 0.0) + part.cost_usd
+    for reason, count in part.failures.items():
+        total.failures[reason] = total.failures.get(reason, 0) + count
+
+
+def _outputs(answer: Any) -> list[dict[str, Any]]:
+    drafts = answer.skills if isinstance(answer, SkillsAnswer) else answer.mistakes
+    return [d.model_dump() for d in drafts]
+
+
+def reduce_tracks(
+    tracks: Sequence[Track], environment: str, teacher: Teacher, options: AggregateOptions
+) -> tuple[dict[str, list[dict[str, Any]]], BatchStats, dict[str, int]]:
+    """Reduce every track to one answer's drafts, level by level (see module docstring)."""
+    stats = BatchStats(stage=STAGE, model="")
+    finals: dict[str, list[dict[str, Any]]] = {t.name: [] for t in tracks}
+    calls: Counter[str] = Counter()
+    by_name = {t.name: t for t in tracks}
+    size = options.batch_size
+    pending = {t.name: [list(t.items[i: i + size]) for i in range(0, len(t.items), size)]
+               for t in tracks if t.items}
+    level = 0
+    while pending:
+        keys = [(name, b) for name, groups in pending.items() for b in range(len(groups))]
+        requests = [build_request(by_name[name], level, b, pending[name][b], environment, options)
+                    for name, b in keys]
+        results, part = teacher.run_batch(requests, stage=STAGE)
+        _add_stats(stats, part)
+        answers: dict[str, list[list[dict[str, Any]]]] = {name: [] for name in pending}
+        for (name, _), request, result in zip(keys, requests, results, strict=True):
+            calls[name] += 1
+            if result.answer is None:
+                raise AggregationError(
+                    f"aggregation call {request.request_id} failed: {result.error}; re-run to "
+                    "retry (finished calls are reused from the teacher journal)")
+            answers[name].append(_outputs(result.answer)[: options.max_outputs_per_call])
+        pending = {}
+        for name, outputs in answers.items():
+            if len(outputs) == 1:
+                finals[name] = outputs[0]
+                continue
+            fan_in = options.fan_in
+            pending[name] = [[d for out in outputs[i: i + fan_in] for d in out]
+                             for i in range(0, len(outputs), fan_in)]
+        level += 1
+    return finals, stats, dict(calls)
+
+
+def _numbered(prefix: str, index: int) -> str:
+    return f"{prefix}_{index:03d}"
+
+
+def aggregate_memories(
+    memories: Sequence[Memory], spec: EnvSpec, teacher: Teacher,
+    options: AggregateOptions | None = None,
+) -> AggregateResult:
+    """The skill bank for validated memories of one environment (see skill_bank_io for
+    loading memory files with per-record rejects)."""
+    options = options or AggregateOptions()
+    tracks, distribution = build_tracks(memories, spec)
+    finals, stats, calls = reduce_tracks(tracks, spec.memory_environment_tag, teacher, options)
+    general = [Skill(skill_id=_numbered("gen", i + 1), title=d["title"], principle=d["principle"],
+                     when_to_apply=d["when_to_apply"]) for i, d in enumerate(finals["general"])]
+    per_category = {
+        c: [Skill(skill_id=_numbered(c[:3], i + 1), title=d["title"], principle=d["principle"],
+                  when_to_apply=d["when_to_apply"])
+            for i, d in enumerate(finals.get(f"category:{c}", []))]
+        for c in spec.categories
+    }
+    mistakes = [CommonMistake(mistake_id=_numbered("err", i + 1), description=d["description"],
+                              why_it_happens=d["why_it_happens"], how_to_avoid=d["how_to_avoid"])
+                for i, d in enumerate(finals["mistakes"])]
+    metadata = {
+        "source": teacher.name,
+        "model": stats.model,
+        "total_memories_analyzed": len(memories),
+        "category_distribution": {
+            c: {"success": distribution[f"{c}:success"], "failure": distribution[f"{c}:failure"]}
+            for c in spec.categories
+        },
+        "prompt_versions": dict(PROMPT_VERSIONS),
+        "batch_size": options.batch_size,
+        "max_outputs_per_call": options.max_outputs_per_call,
+        "teacher_calls": sum(calls.values()),
+    }
+    bank = SkillBank(general_skills=general, common_mistakes=mistakes, metadata=metadata,
+                     **{spec.bank_category_key: per_category})
+    counts = {"memories": len(memories), "teacher_calls": sum(calls.values()),
+              "general_skills": len(general), "common_mistakes": len(mistakes),
+              **{f"skills_{c}": len(s) for c, s in per_category.items()},
+              **{k: v for k, v in distribution.items() if ":" not in k}}
+    return AggregateResult(bank, dict(sorted(counts.items())), stats, calls)
