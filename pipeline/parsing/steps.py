@@ -182,7 +182,8 @@ def clean_observation(
                 end = line.find(REASON_END)
             if end < 0:
                 continue
-            line = (line[:begin] + line[end + len(REASON_END) :]).rstrip()
+            before, after = line[:begin].strip(), line[end + len(REASON_END) :].strip()
+            line = f"{before} {after}".strip()
         if BANNER in line:
             line = line.replace(BANNER, "").strip()
         line = strip_observation_prefix(line)

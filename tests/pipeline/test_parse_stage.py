@@ -1,0 +1,90 @@
+"""Stage 1 end to end: the real ALFWorld sample against its ground truth, the bundled samples,
+and byte-identical output whatever the worker count."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from pipeline import jsonio
+from pipeline.envs import get_env
+from pipeline.parse import parse_rollouts
+from pipeline.parsing.steps import parse_step_rollout
+from pipeline.parsing.text import read_rollout_text
+from pipeline.selection import SelectionOptions, SourceRange
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "rollouts"
+
+
+@pytest.fixture
+def alfworld_sample(shared_dir: Path) -> Path:
+    return shared_dir / "data" / "rollouts" / "alfworld-sample"
+
+
+def test_every_sample_file_matches_truth(alfworld_sample: Path) -> None:
+    truth = json.loads((alfworld_sample / "truth.json").read_text())
+    for entry in truth["files"]:
+        episode = parse_step_rollout(read_rollout_text(alfworld_sample / entry["file"]))
+        assert episode.task == entry["task"], entry["file"]
+        assert [s.action for s in episode.steps[1:]] == entry["actions"], entry["file"]
+        assert episode.succeeded(10.0) == entry["won"], entry["file"]
+        for step in episode.steps:
+            assert "admissible" not in step.observation and "Your task" not in step.observation
+            assert "Raw Model Output" not in step.observation
+            assert (
+                step.action is None
+                or step.action in episode.steps[0].admissible_actions
+                or (step.step_id != "Step -1")
+            )
+        if entry["raw_model_output"]:
+            assert all("Raw Model Output" in s.metadata for s in episode.steps[1:])
+
+
+def test_sample_env_labels_match_truth(alfworld_sample: Path) -> None:
+    truth = json.loads((alfworld_sample / "truth.json").read_text())
+    expected = {e["env"]: e["formats_md_default_label"] for e in truth["envs"]}
+    result = parse_rollouts(
+        get_env("alfworld"), alfworld_sample, SelectionOptions(include_mixed=True), workers=1
+    )
+    assert {r.env_id: r.type for r in result.records} == expected
+    assert result.rejects == []
+
+
+@pytest.mark.parametrize("env", ["alfworld", "webshop", "search"])
+def test_output_bytes_do_not_depend_on_workers(env: str) -> None:
+    options = SelectionOptions(include_mixed=True)
+    one = parse_rollouts(get_env(env), EXAMPLES / env, options, workers=1)
+    two = parse_rollouts(get_env(env), EXAMPLES / env, options, workers=2)
+    assert jsonio.dumps(one.records) == jsonio.dumps(two.records)
+    assert one.counts == two.counts and one.rejects == two.rejects
+    assert one.records
+
+
+def test_webshop_sample_selection_and_loop_removal() -> None:
+    result = parse_rollouts(get_env("webshop"), EXAMPLES / "webshop", workers=1)
+    assert [(r.env_id, r.type) for r in result.records] == [
+        ("env000", "all_success"),
+        ("env001", "all_fail"),
+        ("env003", "all_success"),
+    ]
+    assert result.counts["envs_skipped_mixed"] == 1
+    assert result.counts["envs_skipped_too_few_files"] == 1
+    fail = result.records[1]
+    assert all(len(t) < 20 for t in fail.trajectories)  # the 100-step next/prev cycle is trimmed
+    assert result.records[0].trajectories[0][-1].action == "click[buy now]"
+    assert result.records[0].task.endswith("price lower than 50.00 dollars")
+
+
+def test_search_sample_sources_and_balance() -> None:
+    options = SelectionOptions(
+        search_source_ranges=(SourceRange(first=100, last=199, source="popqa"),)
+    )
+    result = parse_rollouts(get_env("search"), EXAMPLES / "search", options, workers=1)
+    kept = {(r.env_id, r.data_source, r.outcome) for r in result.records}
+    assert ("batch_b/run_0105", "popqa", "Success") in kept
+    assert ("nq/q0002", "nq", "Failure") in kept and ("nq/q0004", "nq", "Failure") not in kept
+    record = next(r for r in result.records if r.env_id == "hotpotqa/q0010")
+    steps = record.trajectories[0]
+    assert [s.action.split(">")[0] for s in steps] == ["<search", "<search", "<answer"]
+    assert "<information>" in steps[2].memory_context
+    assert (record.type, record.reward) == ("all_success", 1.0)
