@@ -1,0 +1,379 @@
+"""A real OpenAI-compatible HTTP server on 127.0.0.1 for tests and benchmarks.
+
+POST /v1/chat/completions answers with JSON that fits the schema the request carries (the
+`response_format` json_schema, or for the weaker modes the schema quoted after "JSON schema:"
+in a message), or with whatever a pluggable `responder(request_json) -> str` returns, so stage
+tests can answer semantically. GET /stats returns the counters as JSON (for a server run as a
+subprocess); POST /reset clears them.
+
+Faults are injected by configuration and are reproducible: whether a request gets one is
+decided by hashing (seed, prompt content hash, how many times this prompt arrived before), so
+the same prompt on the same attempt meets the same fate however the requests interleave.
+
+Run it alone (e.g. for kill -9 tests and the benchmark):
+    python -m tests.support.openai_server --port 0 --latency 0.1
+It prints `PORT <n>` on its first line once it listens.
+"""
+
+import argparse
+import contextlib
+import hashlib
+import json
+import socket
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+Responder = Callable[[dict[str, Any]], str]
+
+FAULTS = ("rate_limit", "server_error", "malformed", "truncated", "hang", "drop")
+
+
+@dataclass
+class ServerConfig:
+    latency: float = 0.0  # seconds before every answer
+    p_rate_limit: float = 0.0  # 429 with Retry-After
+    p_server_error: float = 0.0  # 500
+    p_malformed: float = 0.0  # 200 whose content is not JSON
+    p_truncated: float = 0.0  # 200, finish_reason "length", content cut in half
+    p_hang: float = 0.0  # sleep `hang_seconds`, then close without answering
+    p_drop: float = 0.0  # close the connection without answering
+    retry_after: float = 0.05  # seconds, sent in the Retry-After header
+    hang_seconds: float = 5.0
+    refuse_json_schema: bool = False  # 400 for response_format json_schema
+    refuse_json_object: bool = False  # 400 for response_format json_object
+    seed: int = 0
+    responder: Responder | None = None
+
+    def probabilities(self) -> tuple[float, ...]:
+        return (
+            self.p_rate_limit,
+            self.p_server_error,
+            self.p_malformed,
+            self.p_truncated,
+            self.p_hang,
+            self.p_drop,
+        )
+
+
+@dataclass
+class ServerStats:
+    total: int = 0
+    in_flight: int = 0
+    peak_in_flight: int = 0
+    by_prompt: Counter[str] = field(default_factory=Counter)  # every arrival per prompt hash
+    paid_by_prompt: Counter[str] = field(default_factory=Counter)  # 200 answers per prompt hash
+    faults: Counter[str] = field(default_factory=Counter)
+    bodies: list[dict[str, Any]] = field(default_factory=list)
+    authorization_seen: set[str] = field(default_factory=set)
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "total": self.total,
+            "in_flight": self.in_flight,
+            "peak_in_flight": self.peak_in_flight,
+            "by_prompt": dict(self.by_prompt),
+            "paid_by_prompt": dict(self.paid_by_prompt),
+            "paid": sum(self.paid_by_prompt.values()),
+            "faults": dict(self.faults),
+        }
+
+
+def prompt_hash(body: dict[str, Any]) -> str:
+    """Hash of the conversation sent (messages only), the unit the counters are kept by."""
+    messages = json.dumps(body.get("messages", []), sort_keys=True)
+    return hashlib.sha256(messages.encode()).hexdigest()
+
+
+def fault_for(config: ServerConfig, content_hash: str, attempt: int) -> str | None:
+    digest = hashlib.sha256(f"{config.seed}:{content_hash}:{attempt}".encode()).digest()
+    draw = int.from_bytes(digest[:8], "big") / 2**64
+    cumulative = 0.0
+    for name, probability in zip(FAULTS, config.probabilities(), strict=True):
+        cumulative += probability
+        if draw < cumulative:
+            return name
+    return None
+
+
+def example_from_schema(schema: dict[str, Any], root: dict[str, Any] | None = None) -> Any:
+    """A minimal instance of a JSON schema (the subset pydantic emits)."""
+    root = schema if root is None else root
+    if "$ref" in schema:
+        target: Any = root
+        for part in schema["$ref"].lstrip("#/").split("/"):
+            target = target[part]
+        return example_from_schema(target, root)
+    if "const" in schema:
+        return schema["const"]
+    if "enum" in schema:
+        return schema["enum"][0]
+    if "default" in schema:
+        return schema["default"]
+    for combinator in ("anyOf", "oneOf", "allOf"):
+        if combinator in schema:
+            options = [o for o in schema[combinator] if o.get("type") != "null"]
+            return example_from_schema(options[0] if options else {"type": "null"}, root)
+    kind = schema.get("type")
+    if isinstance(kind, list):
+        kind = next((k for k in kind if k != "null"), "null")
+    if kind == "object" or (kind is None and "properties" in schema):
+        properties = schema.get("properties", {})
+        return {name: example_from_schema(sub, root) for name, sub in properties.items()}
+    if kind == "array":
+        item = example_from_schema(schema.get("items", {"type": "string"}), root)
+        return [item] * max(1, schema.get("minItems", 1))
+    if kind == "integer":
+        return int(schema.get("minimum", 1))
+    if kind == "number":
+        return float(schema.get("minimum", 1.0))
+    if kind == "boolean":
+        return True
+    if kind == "null":
+        return None
+    return "example" + "x" * max(0, schema.get("minLength", 0) - 7)
+
+
+def schema_of_request(body: dict[str, Any]) -> dict[str, Any] | None:
+    response_format = body.get("response_format") or {}
+    if response_format.get("type") == "json_schema":
+        return response_format["json_schema"]["schema"]
+    decoder = json.JSONDecoder()
+    for message in body.get("messages", []):
+        content = str(message.get("content", ""))
+        marker = content.find("JSON schema:")
+        if marker >= 0:
+            start = content.find("{", marker)
+            try:
+                return decoder.raw_decode(content, start)[0]
+            except ValueError:
+                continue
+    return None
+
+
+def schema_answer(body: dict[str, Any]) -> str:
+    schema = schema_of_request(body)
+    return json.dumps(example_from_schema(schema) if schema else {})
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True  # else headers and body wait ~40 ms for a delayed ACK
+    server: "_HTTPServer"
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
+        pass  # keep test output quiet
+
+    def do_GET(self) -> None:
+        if self.path.rstrip("/").endswith("/stats"):
+            with self.server.owner.lock:
+                payload = self.server.owner.stats.as_json()
+            self._send_json(200, payload)
+        else:
+            self._send_json(404, {"error": {"message": "not found"}})
+
+    def do_POST(self) -> None:
+        length = int(self.headers.get("Content-Length", 0))
+        raw = self.rfile.read(length)
+        if self.path.rstrip("/").endswith("/reset"):
+            self.server.owner.reset()
+            self._send_json(200, {"ok": True})
+            return
+        if not self.path.rstrip("/").endswith("/chat/completions"):
+            self._send_json(404, {"error": {"message": f"no route {self.path}"}})
+            return
+        owner = self.server.owner
+        body = json.loads(raw)
+        content_hash = prompt_hash(body)
+        with owner.lock:
+            stats = owner.stats
+            attempt = stats.by_prompt[content_hash]
+            stats.total += 1
+            stats.by_prompt[content_hash] += 1
+            stats.in_flight += 1
+            stats.peak_in_flight = max(stats.peak_in_flight, stats.in_flight)
+            stats.bodies.append(body)
+            stats.authorization_seen.add(self.headers.get("Authorization", ""))
+        try:
+            self._answer(owner, body, content_hash, attempt)
+        finally:
+            with owner.lock:
+                owner.stats.in_flight -= 1
+
+    def _answer(
+        self, owner: "FakeOpenAIServer", body: dict[str, Any], content_hash: str, attempt: int
+    ) -> None:
+        config = owner.config
+        format_type = (body.get("response_format") or {}).get("type")
+        if (format_type == "json_schema" and config.refuse_json_schema) or (
+            format_type == "json_object" and config.refuse_json_object
+        ):
+            owner.count_fault(f"refused_{format_type}")
+            message = f"response_format type {format_type!r} is not supported by this model"
+            self._send_json(
+                400,
+                {
+                    "error": {
+                        "message": message,
+                        "type": "invalid_request_error",
+                        "param": "response_format",
+                        "code": None,
+                    }
+                },
+            )
+            return
+        fault = fault_for(config, content_hash, attempt)
+        if fault:
+            owner.count_fault(fault)
+        if config.latency:
+            time.sleep(config.latency)
+        if fault == "rate_limit":
+            self._send_json(
+                429,
+                {"error": {"message": "Rate limit reached", "type": "rate_limit_exceeded"}},
+                headers={"Retry-After": str(config.retry_after)},
+            )
+            return
+        if fault == "server_error":
+            self._send_json(500, {"error": {"message": "internal error", "type": "server_error"}})
+            return
+        if fault in ("hang", "drop"):
+            if fault == "hang":
+                time.sleep(config.hang_seconds)
+            self.close_connection = True
+            with contextlib.suppress(OSError):
+                self.connection.shutdown(socket.SHUT_RDWR)
+            return
+        content = config.responder(body) if config.responder else schema_answer(body)
+        finish_reason = "stop"
+        if fault == "malformed":
+            content = "{" + content[: len(content) // 2] + " <- not JSON"
+        elif fault == "truncated":
+            content = content[: len(content) // 2]
+            finish_reason = "length"
+        prompt_tokens = len(json.dumps(body.get("messages", []))) // 4
+        completion_tokens = max(1, len(content) // 4)
+        with owner.lock:
+            owner.stats.paid_by_prompt[content_hash] += 1
+        self._send_json(
+            200,
+            {
+                "id": f"chatcmpl-{content_hash[:12]}-{attempt}",
+                "object": "chat.completion",
+                "created": int(time.time()),
+                "model": body.get("model", "test-model"),
+                "choices": [
+                    {
+                        "index": 0,
+                        "message": {"role": "assistant", "content": content},
+                        "finish_reason": finish_reason,
+                    }
+                ],
+                "usage": {
+                    "prompt_tokens": prompt_tokens,
+                    "completion_tokens": completion_tokens,
+                    "total_tokens": prompt_tokens + completion_tokens,
+                },
+            },
+        )
+
+    def _send_json(
+        self, status: int, payload: dict[str, Any], headers: dict[str, str] | None = None
+    ) -> None:
+        data = json.dumps(payload).encode()
+        try:
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            for name, value in (headers or {}).items():
+                self.send_header(name, value)
+            self.end_headers()
+            self.wfile.write(data)
+        except (BrokenPipeError, ConnectionResetError):
+            self.close_connection = True  # the client gave up (timeout); nothing to do
+
+
+class _HTTPServer(ThreadingHTTPServer):
+    daemon_threads = True
+    request_queue_size = 512
+    owner: "FakeOpenAIServer"
+
+
+class FakeOpenAIServer:
+    """The server on a free port in a background thread; use as a context manager."""
+
+    def __init__(self, config: ServerConfig | None = None, port: int = 0) -> None:
+        self.config = config or ServerConfig()
+        self.stats = ServerStats()
+        self.lock = threading.Lock()
+        self._httpd = _HTTPServer(("127.0.0.1", port), _Handler)
+        self._httpd.owner = self
+        self._thread: threading.Thread | None = None
+
+    @property
+    def port(self) -> int:
+        return int(self._httpd.server_address[1])
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def count_fault(self, name: str) -> None:
+        with self.lock:
+            self.stats.faults[name] += 1
+
+    def reset(self) -> None:
+        with self.lock:
+            self.stats = ServerStats()
+
+    def start(self) -> "FakeOpenAIServer":
+        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._httpd.shutdown()
+        self._httpd.server_close()
+
+    def __enter__(self) -> "FakeOpenAIServer":
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--latency", type=float, default=0.0)
+    parser.add_argument("--retry-after", type=float, default=0.05)
+    parser.add_argument("--hang-seconds", type=float, default=5.0)
+    for fault in FAULTS:
+        parser.add_argument(f"--p-{fault.replace('_', '-')}", type=float, default=0.0)
+    parser.add_argument("--refuse-json-schema", action="store_true")
+    args = parser.parse_args(argv)
+    config = ServerConfig(
+        latency=args.latency,
+        retry_after=args.retry_after,
+        hang_seconds=args.hang_seconds,
+        refuse_json_schema=args.refuse_json_schema,
+        seed=args.seed,
+        **{f"p_{fault}": getattr(args, f"p_{fault}") for fault in FAULTS},
+    )
+    server = FakeOpenAIServer(config, port=args.port)
+    print(f"PORT {server.port}", flush=True)
+    try:
+        server._httpd.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server._httpd.server_close()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,67 @@
+"""Run one openai-teacher batch of toy requests in its own process (kill -9 tests).
+
+    python -m tests.support.teacher_run --base-url URL --work-dir DIR --count N [--concurrency C]
+
+Prints one JSON line with the outcome counts when the batch finishes.
+"""
+
+import argparse
+import json
+from pathlib import Path
+
+from pipeline.teacher.base import TeacherRequest
+from pipeline.teacher.openai_teacher import OpenAITeacher
+from pipeline.teacher.settings import TeacherSettings
+from tests.support.fixtures import TEST_API_KEY, ToyAnswer
+
+
+def toy_requests(count: int, prompt_version: str = "v1") -> list[TeacherRequest[ToyAnswer]]:
+    return [
+        TeacherRequest(
+            request_id=f"item{index:04d}",
+            kind="toy",
+            messages=(
+                {"role": "system", "content": "Summarise the item as JSON."},
+                {"role": "user", "content": f"Item number {index}."},
+            ),
+            answer_model=ToyAnswer,
+            prompt_version=prompt_version,
+        )
+        for index in range(count)
+    ]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--base-url", required=True)
+    parser.add_argument("--work-dir", required=True, type=Path)
+    parser.add_argument("--count", type=int, default=100)
+    parser.add_argument("--concurrency", type=int, default=4)
+    args = parser.parse_args()
+    settings = TeacherSettings.resolve(
+        {},
+        teacher="openai",
+        api_key=TEST_API_KEY,
+        base_url=args.base_url,
+        model="gpt-4o-mini",
+        concurrency=args.concurrency,
+        timeout=5.0,
+        show_progress=False,
+    )
+    teacher = OpenAITeacher(settings, args.work_dir, "toy")
+    results, stats = teacher.run_batch(toy_requests(args.count), stage="toy")
+    print(
+        json.dumps(
+            {
+                "ok": sum(result.ok for result in results),
+                "failed": sum(not result.ok for result in results),
+                "from_journal": stats.calls_from_journal,
+                "calls_new": stats.calls_new,
+            }
+        ),
+        flush=True,
+    )
+
+
+if __name__ == "__main__":
+    main()
