@@ -145,8 +145,8 @@ WEBSHOP_SEMANTICS = ActionSemantics(
     target_role="Product",
     action_abstractions=((_rx(rf"\[{_ASIN}\]"), "[[Product]]"),),
     free_text_actions=_rx(r"^search\["),
-    goal_constraint_pattern=_rx(r"(?:^|,|\bwith\b)\s*(?:and\s+)?([a-z][a-z ]*?):\s*([^,]+?)"
-                                r"(?=,|$|\s+and\s+price)"),
+    goal_constraint_pattern=_rx(r"(?:,|\bwith\b)\s*(?:and\s+)?([a-z]+(?: [a-z]+){0,2}):\s*"
+                                r"([^,]+?)(?=,|$|\s+and\s+price)"),
     fact_phrases=_frozen({
         "page": "the {0} page being open", "option": "option '{0}' being selected",
     }),

@@ -1,0 +1,144 @@
+"""Stage 2a end to end with the offline teacher: records in, schema-valid memories out."""
+
+import re
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pipeline import jsonio
+from pipeline.envs import get_env
+from pipeline.memories import (
+    PROMPT_VERSIONS,
+    MemoryOptions,
+    MemoryStageError,
+    generate_memories,
+)
+from pipeline.parse import parse_rollouts
+from pipeline.selection import SelectionOptions
+from pipeline.teacher.base import BatchStats, TeacherRequest, TeacherResult
+from pipeline.teacher.offline import OfflineTeacher
+from schemas.memory import Memory
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "rollouts"
+
+
+def _records(env: str) -> list[Any]:
+    return parse_rollouts(get_env(env), EXAMPLES / env, SelectionOptions(include_mixed=True),
+                          workers=1).records
+
+
+class FailingTeacher:
+    """The offline teacher, except that the named requests fail like a dead endpoint."""
+
+    name = "offline"
+
+    def __init__(self, failing: set[str]):
+        self.failing = failing
+        self.inner = OfflineTeacher(show_progress=False)
+
+    def run_batch(self, requests: Sequence[TeacherRequest[Any]], *, stage: str):
+        results, stats = self.inner.run_batch(requests, stage=stage)
+        for i, request in enumerate(requests):
+            if request.request_id in self.failing:
+                results[i] = TeacherResult(request.request_id, None, error="http_500: boom")
+        return results, stats
+
+
+def test_alfworld_offline_memories_one_per_env_by_default():
+    records = _records("alfworld")
+    result = generate_memories(records, get_env("alfworld"), OfflineTeacher(show_progress=False))
+    assert result.failures == []
+    assert len(result.memories) == len(records)
+    assert [m.origin_env_id for m in result.memories] == [r.env_id for r in records]
+    for memory in result.memories:
+        assert re.fullmatch(r"mem_alfworld_[0-9a-f]{8}", memory.memory_id)
+        assert memory.tags.environment == "Alfworld"
+        assert memory.metadata == {"source": "offline", "category": memory.metadata["category"],
+                                   "trajectory_index": 0,
+                                   "prompt_version": PROMPT_VERSIONS["memory"]}
+        guidelines = memory.content.strategic_guidelines
+        if memory.tags.outcome == "Success":
+            assert memory.content.refined_trajectory and guidelines.planning_pattern
+            assert "[Target_Location]" in guidelines.planning_pattern or \
+                "[Light_Source]" in guidelines.planning_pattern
+        else:
+            assert memory.content.refined_trajectory is None and guidelines.mistakes_to_avoid
+        Memory.model_validate_json(jsonio.dumps(memory))  # what we write reads back
+    outcomes = {m.tags.outcome for m in result.memories}
+    assert outcomes == {"Success", "Failure"}
+    assert result.counts["memories"] == len(records)
+
+
+def test_all_trajectories_option_and_byte_identical_reruns():
+    records = _records("alfworld")
+    spec = get_env("alfworld")
+    options = MemoryOptions(all_trajectories=True)
+    first = generate_memories(records, spec, OfflineTeacher(show_progress=False), options)
+    second = generate_memories(records, spec, OfflineTeacher(show_progress=False), options)
+    assert len(first.memories) == sum(len(r.trajectories) for r in records)
+    assert len({m.memory_id for m in first.memories}) == len(first.memories)
+    assert jsonio.dumps(first.memories) == jsonio.dumps(second.memories)
+
+
+@pytest.mark.parametrize("env", ["webshop", "search"])
+def test_other_environments_produce_memories_offline(env):
+    records = _records(env)
+    result = generate_memories(records, get_env(env), OfflineTeacher(show_progress=False))
+    assert result.failures == [] and len(result.memories) == len(records)
+    tag = get_env(env).memory_environment_tag
+    assert all(m.tags.environment == tag for m in result.memories)
+    assert all(m.memory_id.startswith(f"mem_{env}_") for m in result.memories)
+
+
+def test_memory_request_carries_prompt_and_version():
+    records = _records("alfworld")[:1]
+    seen: list[TeacherRequest[Any]] = []
+
+    class Recorder(FailingTeacher):
+        def run_batch(self, requests, *, stage):
+            seen.extend(requests)
+            return super().run_batch(requests, stage=stage)
+
+    generate_memories(records, get_env("alfworld"), Recorder(set()))
+    (request,) = seen
+    assert request.kind == "memory" and request.prompt_version == PROMPT_VERSIONS["memory"]
+    user = request.messages[1]["content"]
+    assert f"Goal: {records[0].task}" in user and "Trajectory:" in user
+
+
+def _many_records(count: int) -> list[dict[str, Any]]:
+    base = _records("alfworld")[0].model_dump()
+    return [{**base, "env_id": f"env{i:03d}"} for i in range(count)]
+
+
+def test_a_failed_memory_is_reported_and_the_rest_kept():
+    records = _many_records(20)
+    result = generate_memories(records, get_env("alfworld"), FailingTeacher({"env004#0"}))
+    assert len(result.memories) == 19
+    (failure,) = result.failures
+    assert (failure.env_id, failure.reason) == ("env004", "teacher_error")
+    assert "http_500" in failure.detail
+    assert result.counts["failed_teacher_error"] == 1
+
+
+def test_invalid_record_is_a_failure_not_a_crash():
+    records = _many_records(20)
+    records[3] = {"env_id": "broken", "task": "x"}
+    result = generate_memories(records, get_env("alfworld"), FailingTeacher(set()))
+    assert [(f.env_id, f.reason) for f in result.failures] == [("broken", "invalid_record")]
+    assert len(result.memories) == 19
+
+
+def test_too_many_failures_raise_with_env_ids():
+    records = _many_records(20)
+    with pytest.raises(MemoryStageError, match=r"3 of 20 .*env001#0: teacher_error"):
+        generate_memories(records, get_env("alfworld"),
+                          FailingTeacher({"env001#0", "env002#0", "env003#0"}))
+    # the threshold is an option: 15 % tolerates the same three failures
+    result = generate_memories(records, get_env("alfworld"),
+                               FailingTeacher({"env001#0", "env002#0", "env003#0"}),
+                               MemoryOptions(failure_threshold=0.15))
+    assert len(result.memories) == 17
+    assert isinstance(result.stats, BatchStats)
