@@ -1,0 +1,210 @@
+"""The dataset card (README.md) of a published corpus: Hub metadata plus how the data was made.
+
+One Hub repo can hold several environments, one config each (`alfworld`, `webshop`,
+`search`), published by separate runs. So the card is never written from scratch: it is the
+card already there (on the Hub, or in the local export folder) with this environment's parts
+replaced. The YAML merge is done by `datasets`' own helpers (`MetadataConfigs`,
+`DatasetInfosDict`), the same ones `push_to_hub` uses; the markdown body keeps one section per
+environment between marker comments, so re-publishing one environment rewrites only its
+section and leaves the others, and anything a person wrote outside the markers, alone.
+
+Secrets never reach the card: endpoints are reduced to scheme, host and path, and parameters
+whose names look like credentials are left out.
+"""
+
+import re
+from dataclasses import dataclass
+from importlib import metadata
+from urllib.parse import urlsplit, urlunsplit
+
+from datasets import DatasetInfo, Features, SplitDict, SplitInfo
+from datasets.info import DatasetInfosDict
+from datasets.utils.metadata import MetadataConfigs
+from huggingface_hub import DatasetCard
+
+from schemas.report import RunReport
+
+TASK_CATEGORIES = ("text-generation",)
+TAGS = ("agent", "sft", "skills", "skillsft")
+DEFAULT_LICENSE = "other"
+
+# (upper bound, label) in the Hub's size_categories vocabulary.
+SIZE_CATEGORIES = (
+    (1_000, "n<1K"),
+    (10_000, "1K<n<10K"),
+    (100_000, "10K<n<100K"),
+    (1_000_000, "100K<n<1M"),
+    (10_000_000, "1M<n<10M"),
+    (100_000_000, "10M<n<100M"),
+    (1_000_000_000, "100M<n<1B"),
+)
+SECRET_NAME = re.compile(r"key|token|secret|password|authorization", re.IGNORECASE)
+TEACHER_PARAMS = ("teacher", "base_url", "memory_model", "aggregate_model", "distill_model")
+
+
+@dataclass(frozen=True)
+class CardConfig:
+    """What the card says about one environment's config: its files and its shape."""
+
+    env: str
+    features: Features
+    splits: tuple[SplitInfo, ...]
+    download_size: int  # bytes of parquet uploaded for this config
+
+    def data_files(self) -> list[dict[str, str]]:
+        return [{"split": s.name, "path": f"{self.env}/{s.name}-*"} for s in self.splits]
+
+    def dataset_info(self) -> DatasetInfo:
+        splits = SplitDict()
+        for split in self.splits:
+            splits.add(split)
+        dataset_size = sum(s.num_bytes for s in self.splits)
+        return DatasetInfo(
+            config_name=self.env,
+            features=self.features,
+            splits=splits,
+            download_size=self.download_size,
+            dataset_size=dataset_size,
+        )
+
+
+def size_category(rows: int) -> str:
+    for bound, label in SIZE_CATEGORIES:
+        if rows < bound:
+            return label
+    return "n>1T"
+
+
+def public_endpoint(url: str) -> str:
+    """The URL without user info, query or fragment (where credentials sometimes hide)."""
+    if not url:
+        return ""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    if parts.port:
+        host = f"{host}:{parts.port}"
+    return urlunsplit((parts.scheme, host, parts.path, "", ""))
+
+
+def section_markers(env: str) -> tuple[str, str]:
+    return f"<!-- skillsft:{env}:start -->", f"<!-- skillsft:{env}:end -->"
+
+
+def generation_settings(report: RunReport) -> str:
+    """The markdown of one environment's section: how its corpus was produced."""
+    d = report.details
+    stats = d.corpus_stats
+    try:
+        version = metadata.version("skillsft")
+    except metadata.PackageNotFoundError:
+        version = "unknown"
+    splits = ", ".join(f"`{s}` {n}" for s, n in sorted(d.published_rows.items())) or "none"
+    lines = [
+        f"## Config `{report.env}`",
+        "",
+        f"- Rows: {stats.records} ({splits}); trajectories: "
+        f"{'unknown' if stats.trajectories is None else stats.trajectories}.",
+        f"- Generated: {d.generated_at} with skillsft {version}.",
+        f"- Skill bank sha256: `{d.skill_bank_sha256 or 'none (no skill_bank.json)'}`.",
+    ]
+    teachers = teacher_lines(report)
+    if teachers:
+        lines += ["", "Teacher per stage:", "", *teachers]
+    versions = sorted({(k, v) for det in d.stage_details for k, v in det.versions.items()})
+    if versions:
+        lines += ["", "Prompt and code versions: " + ", ".join(f"`{k}={v}`" for k, v in versions)
+                  + "."]
+    if d.models:
+        lines += ["", "| model | stages | calls | prompt tokens | completion tokens | cost (USD) |",
+                  "|---|---|---|---|---|---|"]
+        for m in d.models:
+            cost = "unknown" if m.cost_usd is None else f"{m.cost_usd:.4f}"
+            lines.append(f"| {m.model} | {', '.join(m.stages)} | {m.calls_new} new, "
+                         f"{m.calls_from_journal} from journal, {m.calls_failed} failed | "
+                         f"{m.prompt_tokens} | {m.completion_tokens} | {cost} |")
+    if report.stages:
+        lines += ["", "| stage | in | out | rejected |", "|---|---|---|---|"]
+        lines += [f"| {s.stage} | {s.inputs} | {s.outputs} | {s.rejected} |"
+                  for s in report.stages]
+    if stats.records_per_category:
+        shown = ", ".join(f"{c} {n}" for c, n in stats.records_per_category.items())
+        lines += ["", f"Records per category: {shown}."]
+    return "\n".join(lines)
+
+
+def teacher_lines(report: RunReport) -> list[str]:
+    """One bullet per stage that used a teacher: kind, model(s) and endpoint, never a secret."""
+    models_by_stage: dict[str, set[str]] = {}
+    for usage in report.teacher:
+        models_by_stage.setdefault(usage.stage, set()).add(usage.model or "offline")
+    lines = []
+    for detail in report.details.stage_details:
+        params = {k: v for k, v in detail.params.items()
+                  if k in TEACHER_PARAMS and not SECRET_NAME.search(k)}
+        models = models_by_stage.get(detail.stage)
+        if not models and "teacher" not in params:
+            continue
+        kind = params.get("teacher", "unknown")
+        endpoint = public_endpoint(params.get("base_url", "")) or "provider default"
+        where = "no endpoint (offline teacher)" if kind == "offline" else f"endpoint {endpoint}"
+        shown = ", ".join(sorted(models)) if models else "no calls"
+        lines.append(f"- {detail.stage}: {kind} teacher, model {shown}, {where}")
+    return lines
+
+
+def replace_section(body: str, env: str, section: str) -> str:
+    """The body with this environment's marked section replaced, or appended when new."""
+    start, end = section_markers(env)
+    block = f"{start}\n{section}\n{end}"
+    pattern = re.compile(re.escape(start) + r".*?" + re.escape(end), re.DOTALL)
+    if pattern.search(body):
+        return pattern.sub(lambda _: block, body, count=1)
+    return body.rstrip("\n") + "\n\n" + block + "\n"
+
+
+def default_body(pretty_name: str) -> str:
+    return (
+        f"# {pretty_name}\n\n"
+        "Skill-augmented supervised fine-tuning data for LLM agents, built by skillsft from "
+        "agent rollouts: each record is an alpaca pair (`instruction`, `output`) whose "
+        "instruction carries the retrieved skills and whose output is the reasoning and the "
+        "action taken. One config per environment.\n\n"
+        "```python\nfrom datasets import load_dataset\n\n"
+        'ds = load_dataset("<repo id>", "<config>")\n```\n'
+    )
+
+
+def merged_card(
+    existing: str | None,
+    config: CardConfig,
+    settings: str,
+    *,
+    license: str | None = None,
+    pretty_name: str | None = None,
+) -> str:
+    """The card `existing` (None: a new card) with `config`'s metadata and section updated.
+
+    Other configs' YAML entries and body sections are kept as they are. `license` replaces the
+    card's license when given; otherwise an existing license is kept and a new card says
+    `other` (the corpus mixes environment data and teacher outputs: the publisher decides).
+    """
+    card = DatasetCard(existing) if existing else DatasetCard("---\n---\n")
+    data = card.data
+    if license or not data.get("license"):
+        data.license = license or DEFAULT_LICENSE
+    data.task_categories = sorted({*(data.get("task_categories") or []), *TASK_CATEGORIES})
+    data.tags = sorted({*(data.get("tags") or []), *TAGS, config.env})
+    data.language = data.get("language") or ["en"]
+    if pretty_name:
+        data.pretty_name = pretty_name
+    DatasetInfosDict({config.env: config.dataset_info()}).to_dataset_card_data(data)
+    MetadataConfigs({config.env: {"data_files": config.data_files()}}).to_dataset_card_data(data)
+    infos = DatasetInfosDict.from_dataset_card_data(data)
+    total_rows = sum(split.num_examples for info in infos.values() for split in
+                     (info.splits or {}).values())
+    data.size_categories = [size_category(total_rows)]
+    body = card.text if existing and card.text.strip() else default_body(
+        pretty_name or data.get("pretty_name") or "skillsft agent SFT corpus"
+    )
+    card.text = replace_section(body, config.env, settings)
+    return str(card)
