@@ -341,6 +341,7 @@ def build_conversation(
             num_steps=len(item.drafts),
             source=source,
             env_id=item.record.env_id,
+            trajectory_id=item.trajectory_id,
         ),
     )
 

@@ -32,6 +32,9 @@ class FlattenResult:
     records: list[AlpacaRecord]
     counts: dict[str, int]
     rejects: list[Reject]
+    # One entry per record, same order: which trajectory and turn it came from, so publishing
+    # can split by trajectory and the report can count per category.
+    provenance: list[dict[str, object]] = field(default_factory=list)
 
 
 def flatten(
@@ -48,6 +51,7 @@ def flatten(
     counts: Counter[str] = Counter()
     records: list[AlpacaRecord] = []
     rejects: list[Reject] = []
+    provenance: list[dict[str, object]] = []
     for number, conversation in enumerate(conversations):
         counts["conversations_in"] += 1
         try:
@@ -67,5 +71,12 @@ def flatten(
             )
             continue
         records.extend(produced)
+        info = conversation.extra_info
+        provenance.extend(
+            {"trajectory_id": info.trajectory_id or info.env_id or f"conversation-{number}",
+             "task_type": info.task_type, "turn": turn, "num_steps": info.num_steps,
+             "source": info.source}
+            for turn in range(len(produced))
+        )
     counts["records"] = len(records)
-    return FlattenResult(records, dict(counts), rejects)
+    return FlattenResult(records, dict(counts), rejects, provenance)

@@ -18,6 +18,7 @@ class ExtraInfo(StrictModel):
     num_steps: int
     source: str
     env_id: str | None = None
+    trajectory_id: str | None = None  # env id + episode index: keeps splits by trajectory
 
 
 class Conversation(StrictModel):

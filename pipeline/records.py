@@ -1,0 +1,54 @@
+"""Loading processed trajectories (stage 1 output or a user's own JSON) record by record.
+
+A user's file may hold a few malformed records; each becomes a reject naming the file and the
+record, and the rest of the corpus goes on to the next stages.
+"""
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from pipeline import jsonio
+from pipeline.errors import InputError
+from schemas import Reject, SearchTrajectorySet, TrajectorySet
+
+TrajectoryRecord = TrajectorySet | SearchTrajectorySet
+
+
+@dataclass
+class LoadedRecords:
+    records: list[TrajectoryRecord]
+    rejects: list[Reject] = field(default_factory=list)
+
+
+def as_trajectory_record(raw: Any) -> TrajectoryRecord:
+    """Search records are recognised by their `outcome` field (FORMATS.md section 3)."""
+    if isinstance(raw, TrajectorySet | SearchTrajectorySet):
+        return raw
+    model = SearchTrajectorySet if isinstance(raw, dict) and "outcome" in raw else TrajectorySet
+    return model.model_validate(raw)
+
+
+def load_trajectory_records(path: str | Path, stage: str) -> LoadedRecords:
+    data = jsonio.load(path)
+    if not isinstance(data, list):
+        raise InputError(
+            f"{path}: expected a JSON list of processed trajectories (FORMATS.md section 3), "
+            f"got {type(data).__name__}"
+        )
+    loaded = LoadedRecords([])
+    for position, raw in enumerate(data):
+        try:
+            loaded.records.append(as_trajectory_record(raw))
+        except ValidationError as exc:
+            error = exc.errors()[0]
+            where = ".".join(map(str, error["loc"])) or "record"
+            env_id = raw.get("env_id", "?") if isinstance(raw, dict) else "?"
+            loaded.rejects.append(Reject(
+                stage=stage, file=str(path), line=None, reason="invalid_record",
+                detail=f"record {position} (env {env_id}): {where}: {error['msg']}; fix or "
+                       "remove this record",
+            ))
+    return loaded

@@ -1,0 +1,5 @@
+import sys
+
+from skillsft.cli import main
+
+sys.exit(main())

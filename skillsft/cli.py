@@ -1,0 +1,180 @@
+"""The `skillsft` command: parse arguments, build the Luigi tasks, run them, set the exit code.
+
+Every subcommand runs the same Luigi tasks as `skillsft run`; single stages only point them
+at user-given input and output files. Precedence for every setting: flag, then environment
+variable, then default (see README.md, "Configuration").
+"""
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+
+import luigi
+from luigi.execution_summary import LuigiStatusCode
+
+from pipeline.envs import ENVS
+from skillsft import settings
+from tasks.base import StageTask, walk_graph
+from tasks.summary import print_summary
+
+STAGES = ("parse", "memories", "aggregate", "distill", "flatten", "report", "publish")
+_OK = {LuigiStatusCode.SUCCESS, LuigiStatusCode.SUCCESS_WITH_RETRY}
+
+
+def add_selection_flags(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("selection (stage 1)")
+    group.add_argument("--min-trajs-per-env", type=int, default=3)
+    group.add_argument("--n-trajs-per-env", type=int, default=3)
+    group.add_argument("--n-success-envs", type=int, default=70)
+    group.add_argument("--n-fail-envs", type=int, default=30)
+    group.add_argument("--include-mixed", action="store_true")
+    group.add_argument("--failure-ratio", type=float, default=0.5, help="search: failures kept "
+                       "per success")
+
+
+def add_teacher_flags(parser: argparse.ArgumentParser, *, per_stage_models: bool) -> None:
+    group = parser.add_argument_group("teacher")
+    group.add_argument("--teacher", choices=["offline", "openai"], default=None,
+                       help="default: $SKILLSFT_TEACHER, else openai when an API key is set")
+    group.add_argument("--base-url", default=None, help="default: $OPENAI_BASE_URL")
+    group.add_argument("--concurrency", type=int, default=None,
+                       help="max requests in flight (default: $SKILLSFT_CONCURRENCY or 16)")
+    if per_stage_models:
+        group.add_argument("--memory-model", default=None)
+        group.add_argument("--aggregate-model", default=None)
+        group.add_argument("--distill-model", default=None)
+    else:
+        group.add_argument("--model", default=None)
+
+
+def add_run_flags(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("execution")
+    group.add_argument("--workers", type=int, default=1, help="Luigi worker processes")
+    group.add_argument("--scheduler-url", default=None,
+                       help="use a running luigid (default: local scheduler)")
+    group.add_argument("--dry-run", action="store_true", help="list what would run, run nothing")
+    group.add_argument("--force", choices=STAGES, action="append", default=[],
+                       help="recompute STAGE and everything that depends on it")
+
+
+def add_stage_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--all-trajectories", action="store_true",
+                        help="memories: one per kept trajectory instead of the first per env")
+    parser.add_argument("--max-failure-rate", type=float, default=0.10,
+                        help="memories: fail the stage when more memories than this fail")
+    parser.add_argument("--batch-size", type=int, default=40,
+                        help="aggregate: max items merged per teacher call")
+    parser.add_argument("--history", type=int, default=5, help="distill: history window")
+    parser.add_argument("--seed", type=int, default=0, help="distill: seed of the done turn")
+    parser.add_argument("--actions-only-history", action="store_true",
+                        help="search: drop retrieved information from the history (old layout)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="skillsft", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    envs = sorted(ENVS)
+
+    run = sub.add_parser("run", help="run every stage for one environment")
+    run.add_argument("env", choices=envs)
+    run.add_argument("--rollout-dir", default=None, help="default: $ROLLOUT_DIR, else the "
+                     "bundled sample")
+    run.add_argument("--work-dir", default=None, help="default: $WORK_DIR, else ./runs/<env>")
+    run.add_argument("--skill-bank", default=None, help="use this skill bank; skips stage 2")
+    run.add_argument("--repo-id", default=None, help="publish to this Hub dataset repo at the end")
+    add_selection_flags(run)
+    add_teacher_flags(run, per_stage_models=True)
+    add_stage_flags(run)
+    add_run_flags(run)
+
+    parse = sub.add_parser("parse", help="stage 1: rollout text -> processed trajectories")
+    parse.add_argument("env", choices=envs)
+    parse.add_argument("--rollout-dir", required=True)
+    parse.add_argument("--output", required=True)
+    add_selection_flags(parse)
+    add_run_flags(parse)
+
+    for name, help_text in (
+        ("memories", "stage 2a: processed trajectories -> skill memories"),
+        ("aggregate", "stage 2b: skill memories -> skill bank"),
+        ("distill", "stage 3: trajectories + skill bank -> distilled conversations"),
+        ("flatten", "stage 4: distilled conversations -> alpaca records"),
+    ):
+        stage = sub.add_parser(name, help=help_text)
+        stage.add_argument("env", choices=envs)
+        stage.add_argument("--input", action="append", required=True,
+                           help="input JSON (aggregate accepts several)")
+        stage.add_argument("--output", required=True)
+        if name == "distill":
+            stage.add_argument("--skill-bank", required=True)
+        if name != "flatten":
+            add_teacher_flags(stage, per_stage_models=False)
+        add_stage_flags(stage)
+        add_run_flags(stage)
+
+    publish = sub.add_parser("publish", help="stage 5: export the corpus, upload to the Hub")
+    publish.add_argument("--work-dir", required=True)
+    publish.add_argument("--repo-id", default=None)
+    publish.add_argument("--private", action="store_true")
+    publish.add_argument("--revision", default=None)
+    publish.add_argument("--commit-message", default=None)
+    publish.add_argument("--validation-fraction", type=float, default=0.0)
+    publish.add_argument("--dry-run", action="store_true")
+
+    report = sub.add_parser("report", help="write report.json and report.md for a work dir")
+    report.add_argument("--work-dir", required=True)
+    return parser
+
+
+def execute(root: luigi.Task, args: argparse.Namespace) -> int:
+    """Force, dry-run or build the graph under `root`; 0 only when every task completed."""
+    graph = list(walk_graph(root))
+    if args.force:
+        invalidate(graph, set(args.force))
+    if args.dry_run:
+        for task in graph:
+            state = "up to date" if task.complete() else "would run"
+            where = task.output().path if isinstance(task, StageTask) else ""
+            print(f"  {state:<10}  {task.get_task_family():<20} {where}")
+        return 0
+    env_params: dict[str, object] = {"workers": args.workers, "log_level": "WARNING"}
+    if args.scheduler_url:
+        env_params["scheduler_url"] = args.scheduler_url
+    else:
+        env_params["local_scheduler"] = True
+    result = luigi.build([root], detailed_summary=True, **env_params)
+    print_summary(graph)
+    if result.status not in _OK or not root.complete():
+        print(f"skillsft: the run did not finish ({result.status.name}); see the Luigi "
+              "summary above, fix the cause and re-run: finished work is kept.", file=sys.stderr)
+        return 1
+    return 0
+
+
+def invalidate(graph: Sequence[luigi.Task], stages: set[str]) -> None:
+    """Drop the manifests of the forced stages and of every task downstream of them."""
+    dirty: set[str] = set()
+    for task in graph:  # dependencies come before dependants
+        deps = luigi.task.flatten(task.requires())
+        forced = isinstance(task, StageTask) and task.stage_name() in stages
+        if forced or any(dep.task_id in dirty for dep in deps):
+            dirty.add(task.task_id)
+            if isinstance(task, StageTask):
+                task.output().invalidate()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        root = settings.build_root_task(args, os.environ)
+    except settings.UsageError as exc:
+        print(f"skillsft: {exc}", file=sys.stderr)
+        return 2
+    if root is None:  # publish/report ran directly
+        return 0
+    return execute(root, args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,152 @@
+"""Turn parsed arguments plus environment variables into the root Luigi task of a command.
+
+This is where the precedence flag > variable > default is applied for the run settings
+(ROLLOUT_DIR, WORK_DIR); the teacher's own settings apply the same order in
+`pipeline.teacher.settings`. Every value is resolved here, before Luigi sees it, so the value
+that shaped an output is the one in its fingerprint.
+"""
+
+import argparse
+from collections.abc import Mapping
+from pathlib import Path
+
+import luigi
+
+from pipeline.teacher.settings import TeacherSettings, announce
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+BUNDLED_SAMPLES = REPO_ROOT / "examples" / "rollouts"
+
+
+class UsageError(Exception):
+    """A command line or environment that cannot work; the message says what to change."""
+
+
+def resolve_rollout_dir(args: argparse.Namespace, environ: Mapping[str, str]) -> Path:
+    if args.rollout_dir:
+        return Path(args.rollout_dir)
+    if environ.get("ROLLOUT_DIR"):
+        return Path(environ["ROLLOUT_DIR"])
+    sample = BUNDLED_SAMPLES / args.env
+    print(f"skillsft: ROLLOUT_DIR is not set; using the bundled sample {sample}")
+    return sample
+
+
+def check_rollout_dir(path: Path) -> None:
+    """Fail at once, before any work, when there is nothing to parse."""
+    if not path.is_dir():
+        raise UsageError(
+            f"rollout folder {path} does not exist; set ROLLOUT_DIR or --rollout-dir to the "
+            "folder holding your rollout text files (envNNN/*.txt, or search question files)"
+        )
+    if not any(p.suffix == ".txt" for p in path.rglob("*.txt")):
+        raise UsageError(
+            f"rollout folder {path} holds no .txt rollout files; expected envNNN/<name>.txt "
+            "(ALFWorld/WebShop) or one .txt file per question (Search)"
+        )
+
+
+def teacher_params(args: argparse.Namespace, environ: Mapping[str, str]) -> dict[str, object]:
+    """The Luigi teacher parameters, fully resolved; the API key is deliberately not among them."""
+    resolved = TeacherSettings.resolve(
+        environ,
+        teacher=getattr(args, "teacher", None),
+        base_url=getattr(args, "base_url", None),
+        concurrency=getattr(args, "concurrency", None),
+        model=getattr(args, "model", None),
+    )
+    params: dict[str, object] = {
+        "teacher": resolved.teacher,
+        "base_url": resolved.endpoint() if resolved.teacher == "openai" else "",
+        "concurrency": resolved.concurrency,
+    }
+    for stage, flag in (("memory", "memory_model"), ("aggregate", "aggregate_model"),
+                        ("distill", "distill_model")):
+        chosen = getattr(args, flag, None)
+        params[flag] = (chosen or resolved.model_for(stage)) if resolved.teacher == "openai" else ""
+    print(f"skillsft: {announce(resolved, 'this run')}")
+    return params
+
+
+def selection_params(args: argparse.Namespace) -> dict[str, object]:
+    return {
+        "min_trajs_per_env": args.min_trajs_per_env,
+        "n_trajs_per_env": args.n_trajs_per_env,
+        "n_success_envs": args.n_success_envs,
+        "n_fail_envs": args.n_fail_envs,
+        "include_mixed": args.include_mixed,
+        "failure_ratio": args.failure_ratio,
+    }
+
+
+def stage_params(args: argparse.Namespace) -> dict[str, object]:
+    return {
+        "all_trajectories": args.all_trajectories,
+        "max_failure_rate": args.max_failure_rate,
+        "batch_size": args.batch_size,
+        "history": args.history,
+        "seed": args.seed,
+        "keep_information": not args.actions_only_history,
+    }
+
+
+def build_root_task(args: argparse.Namespace, environ: Mapping[str, str]) -> luigi.Task | None:
+    from tasks import stages
+
+    command = args.command
+    if command == "run":
+        work_dir = Path(args.work_dir or environ.get("WORK_DIR") or Path("runs") / args.env)
+        rollout_dir = resolve_rollout_dir(args, environ)
+        check_rollout_dir(rollout_dir)
+        if args.skill_bank and not Path(args.skill_bank).is_file():
+            raise UsageError(f"--skill-bank {args.skill_bank} is not a file")
+        return stages.RunEnv(
+            env=args.env,
+            work_dir=str(work_dir),
+            rollout_dir=str(rollout_dir),
+            skill_bank=args.skill_bank or "",
+            repo_id=args.repo_id or "",
+            **selection_params(args),
+            **teacher_params(args, environ),
+            **stage_params(args),
+        )
+    if command == "parse":
+        rollout_dir = Path(args.rollout_dir)
+        check_rollout_dir(rollout_dir)
+        output = Path(args.output)
+        return stages.ParseRollouts(
+            env=args.env,
+            work_dir=str(output.parent),
+            output_path=str(output),
+            rollout_dir=str(rollout_dir),
+            **selection_params(args),
+        )
+    if command in stages.SINGLE_STAGE_TASKS:
+        inputs = [str(Path(p)) for p in args.input]
+        for path in inputs + ([args.skill_bank] if getattr(args, "skill_bank", None) else []):
+            if not Path(path).is_file():
+                raise UsageError(f"input file {path} does not exist")
+        output = Path(args.output)
+        extra = teacher_params(args, environ) if command != "flatten" else {}
+        if command == "distill":
+            extra["skill_bank"] = args.skill_bank
+        task_cls = stages.SINGLE_STAGE_TASKS[command]
+        return task_cls(
+            env=args.env,
+            work_dir=str(output.parent),
+            output_path=str(output),
+            input_paths=tuple(inputs),
+            **{k: v for k, v in {**stage_params(args), **extra}.items()
+               if k in task_cls.get_param_names()},
+        )
+    if command == "publish":
+        from tasks.publish import publish_command
+
+        publish_command(args)
+        return None
+    if command == "report":
+        from tasks.report import report_command
+
+        report_command(Path(args.work_dir))
+        return None
+    raise UsageError(f"unknown command {command}")

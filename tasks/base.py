@@ -1,0 +1,156 @@
+"""The shape every stage task shares: fingerprinted output, timed run, manifest with counts.
+
+A stage task is thin by design: `compute()` reads its inputs, calls one function of
+`pipeline/` and returns a `StageOutput`; everything about where files go, how they are written
+and how re-runs are decided lives here, once.
+"""
+
+import hashlib
+import os
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+import luigi
+import orjson
+
+from tasks.params import UNFINGERPRINTED, EnvParams
+from tasks.targets import StageTarget, write_bytes_atomically
+
+# Bumped when a stage's own logic changes in a way that changes its output.
+CODE_VERSION = "1"
+
+
+@dataclass
+class StageOutput:
+    payload: bytes
+    counts: dict[str, int] = field(default_factory=dict)
+    teacher: list[dict[str, Any]] = field(default_factory=list)
+    side_files: dict[str, bytes] = field(default_factory=dict)  # name beside output -> bytes
+
+
+def hash_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def signature_of_tree(root: Path) -> str:
+    """A cheap signature of a folder's files (relative path, size, mtime), so edited, added or
+    removed rollout files make stage 1 run again without hashing gigabytes of text."""
+    digest = hashlib.sha256()
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames.sort()
+        for name in sorted(filenames):
+            path = Path(dirpath, name)
+            try:
+                stat = path.stat()
+            except OSError:
+                continue
+            digest.update(f"{path.relative_to(root)}\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode())
+    return digest.hexdigest()
+
+
+class StageTask(EnvParams, luigi.Task):
+    """Base of every stage: subclasses set `output_name` and implement `compute()`."""
+
+    output_name: ClassVar[str]
+    output_path = luigi.Parameter(default="", significant=False)
+
+    # -- what a subclass provides -------------------------------------------------------------
+    def compute(self) -> StageOutput:
+        raise NotImplementedError
+
+    def version_tags(self) -> dict[str, str]:
+        """Code and prompt versions this stage's output depends on (prompt changes go here)."""
+        return {}
+
+    def external_signatures(self) -> dict[str, str]:
+        """Content signatures of inputs from outside the graph (files, folders)."""
+        return {}
+
+    # -- fingerprint --------------------------------------------------------------------------
+    def fingerprinted_params(self) -> dict[str, Any]:
+        params = self.to_str_params(only_significant=True)
+        return {k: v for k, v in sorted(params.items()) if k not in UNFINGERPRINTED}
+
+    def upstream_tasks(self) -> list["StageTask"]:
+        deps = luigi.task.flatten(self.requires())
+        return [dep for dep in deps if isinstance(dep, StageTask)]
+
+    def fingerprint(self) -> str:
+        cached = getattr(self, "_fingerprint", None)
+        if cached is None:
+            body = {
+                "task": self.get_task_family(),
+                "code": CODE_VERSION,
+                "versions": self.version_tags(),
+                "params": self.fingerprinted_params(),
+                "external": self.external_signatures(),
+                "upstream": [dep.fingerprint() for dep in self.upstream_tasks()],
+            }
+            cached = hashlib.sha256(orjson.dumps(body, option=orjson.OPT_SORT_KEYS)).hexdigest()
+            self._fingerprint = cached
+        return cached
+
+    # -- output -------------------------------------------------------------------------------
+    def output_file(self) -> Path:
+        if self.output_path:
+            return Path(self.output_path)
+        return Path(self.work_dir) / self.output_name
+
+    def output(self) -> StageTarget:
+        return StageTarget(self.output_file(), self.fingerprint())
+
+    def input_file(self, index: int = 0) -> Path:
+        deps = luigi.task.flatten(self.input())
+        return Path(deps[index].path)
+
+    def run(self) -> None:
+        started = time.monotonic()
+        result = self.compute()
+        target = self.output()
+        for name, data in result.side_files.items():
+            write_bytes_atomically(target_dir(target) / name, data)
+        target.write(result.payload)
+        target.write_manifest(
+            {
+                "task": self.get_task_family(),
+                "stage": self.stage_name(),
+                "params": self.fingerprinted_params(),
+                "versions": self.version_tags(),
+                "counts": result.counts,
+                "teacher": result.teacher,
+                "wall_seconds": round(time.monotonic() - started, 3),
+                "written_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            }
+        )
+
+    @classmethod
+    def stage_name(cls) -> str:
+        return getattr(cls, "stage", cls.get_task_family())
+
+
+def target_dir(target: StageTarget) -> Path:
+    return Path(target.path).parent
+
+
+def walk_graph(root: luigi.Task) -> Iterable[luigi.Task]:
+    """Every task reachable from root, each once, dependencies before dependants."""
+    seen: set[str] = set()
+    order: list[luigi.Task] = []
+
+    def visit(task: luigi.Task) -> None:
+        if task.task_id in seen:
+            return
+        seen.add(task.task_id)
+        for dep in luigi.task.flatten(task.requires()):
+            visit(dep)
+        order.append(task)
+
+    visit(root)
+    return order

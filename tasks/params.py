@@ -1,0 +1,57 @@
+"""Parameter groups shared by the stage tasks.
+
+Tasks inherit the groups they need; `Task.clone(Other)` then passes every shared value down
+the graph, so the top-level run task and a single-stage call build the very same tasks.
+Parameters listed in `UNFINGERPRINTED` say where or how fast to work, not what to produce:
+they are left out of output fingerprints so moving a work dir or raising concurrency never
+invalidates paid work.
+"""
+
+import luigi
+
+UNFINGERPRINTED = frozenset(
+    {"work_dir", "output_path", "concurrency", "input_paths", "rollout_dir", "skill_bank"}
+)
+
+
+class EnvParams:
+    env = luigi.ChoiceParameter(choices=["alfworld", "webshop", "search"], var_type=str)
+    work_dir = luigi.Parameter()
+
+
+class SelectionParams:
+    rollout_dir = luigi.Parameter()
+    min_trajs_per_env = luigi.IntParameter(default=3)
+    n_trajs_per_env = luigi.IntParameter(default=3)
+    n_success_envs = luigi.IntParameter(default=70)
+    n_fail_envs = luigi.IntParameter(default=30)
+    include_mixed = luigi.BoolParameter(default=False)
+    failure_ratio = luigi.FloatParameter(default=0.5)
+
+
+class TeacherParams:
+    """Which teacher answers. The API key is deliberately not a parameter: Luigi logs
+    parameters and sends them to the scheduler, so the key is read from the environment
+    inside the worker only."""
+
+    teacher = luigi.ChoiceParameter(choices=["offline", "openai"], var_type=str, default="offline")
+    base_url = luigi.Parameter(default="")
+    memory_model = luigi.Parameter(default="")
+    aggregate_model = luigi.Parameter(default="")
+    distill_model = luigi.Parameter(default="")
+    concurrency = luigi.IntParameter(default=16, significant=False)
+
+
+class MemoryParams:
+    all_trajectories = luigi.BoolParameter(default=False)
+    max_failure_rate = luigi.FloatParameter(default=0.10)
+
+
+class AggregateParams:
+    batch_size = luigi.IntParameter(default=40)
+
+
+class DistillParams:
+    history = luigi.IntParameter(default=5)
+    seed = luigi.IntParameter(default=0)
+    keep_information = luigi.BoolParameter(default=True)

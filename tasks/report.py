@@ -1,0 +1,24 @@
+"""`skillsft report`: rebuild report.json and report.md of a work dir from its manifests."""
+
+from pathlib import Path
+
+from pipeline import jsonio
+from pipeline.report import build_report, render_report_md
+from tasks.targets import iter_manifests, write_bytes_atomically
+
+
+def detect_env(work_dir: Path) -> str:
+    """The environment whose corpus lies in the work dir (from the flatten manifest)."""
+    for _name, manifest in iter_manifests(work_dir):
+        env = manifest.get("params", {}).get("env")
+        if env:
+            return str(env)
+    raise SystemExit(f"skillsft report: {work_dir} holds no finished stage; run `skillsft run`")
+
+
+def report_command(work_dir: Path) -> None:
+    env = detect_env(work_dir)
+    report = build_report(work_dir, env)
+    write_bytes_atomically(work_dir / "report.json", jsonio.dumps(report))
+    write_bytes_atomically(work_dir / "report.md", render_report_md(report).encode())
+    print(f"skillsft: wrote {work_dir / 'report.json'} and {work_dir / 'report.md'}")

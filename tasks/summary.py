@@ -1,0 +1,41 @@
+"""The end-of-run summary printed on the console, read back from the stage manifests.
+
+Reading manifests (instead of keeping counters in the process) makes the summary right for a
+resumed run too: stages finished by an earlier run report what they did then.
+"""
+
+from collections.abc import Iterable
+
+import luigi
+
+from tasks.base import StageTask
+
+
+def summary_lines(graph: Iterable[luigi.Task]) -> list[str]:
+    lines = ["", "skillsft summary"]
+    for task in graph:
+        if not isinstance(task, StageTask):
+            continue
+        target = task.output()
+        manifest = target.read_manifest() if target.exists() else None
+        if manifest is None:
+            lines.append(f"  {task.stage_name():<10} not finished")
+            continue
+        counts = manifest.get("counts", {})
+        shown = ", ".join(f"{k}={v}" for k, v in sorted(counts.items()))
+        lines.append(f"  {task.stage_name():<10} {manifest.get('wall_seconds', 0):>8.1f}s  {shown}")
+        for usage in manifest.get("teacher", []):
+            cost = usage.get("cost_usd")
+            cost_text = "cost unknown" if cost is None else f"${cost:.4f}"
+            lines.append(
+                f"  {'':<10} teacher {usage.get('model') or 'offline'}: "
+                f"new={usage.get('calls_new', 0)} cached={usage.get('calls_from_journal', 0)} "
+                f"failed={usage.get('calls_failed', 0)} tokens="
+                f"{usage.get('prompt_tokens', 0)}+{usage.get('completion_tokens', 0)} {cost_text}"
+            )
+        lines.append(f"  {'':<10} -> {target.path}")
+    return lines
+
+
+def print_summary(graph: Iterable[luigi.Task]) -> None:
+    print("\n".join(summary_lines(graph)))

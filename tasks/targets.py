@@ -1,0 +1,79 @@
+"""A Luigi target that knows which parameters produced it.
+
+Stage outputs keep the fixed names of FORMATS.md (`processed_trajectories.json`, ...), so the
+file name cannot carry a parameter hash as gokart does. Instead every output has a manifest
+beside it (`.skillsft/<name>.manifest.json`) holding the fingerprint of the parameters, code
+and prompt versions and upstream outputs that produced it. The target exists only when the file
+exists *and* its manifest carries the fingerprint the task expects now: a changed parameter
+makes the stage (and, through the chained fingerprints, its dependants) run again, an unchanged
+one leaves it alone.
+
+The output is written first (atomically, through Luigi's temporary path) and the manifest last
+(atomically too), so a crash between the two only costs a recomputation, never a stale file
+taken for fresh.
+"""
+
+import contextlib
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import luigi
+import orjson
+
+
+def manifest_path_for(output: Path) -> Path:
+    return output.parent / ".skillsft" / f"{output.name}.manifest.json"
+
+
+def write_bytes_atomically(path: Path, data: bytes) -> None:
+    """Write through a temporary file in the same folder, fsync, then rename over the target."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    target = luigi.LocalTarget(str(path))
+    with target.temporary_path() as tmp, open(tmp, "wb") as handle:
+        handle.write(data)
+        handle.flush()
+        os.fsync(handle.fileno())
+
+
+class StageTarget(luigi.LocalTarget):
+    """A local file plus the manifest that says which fingerprint produced it."""
+
+    def __init__(self, path: str | Path, fingerprint: str) -> None:
+        super().__init__(str(path))
+        self.fingerprint = fingerprint
+        self.manifest_path = manifest_path_for(Path(path))
+
+    def read_manifest(self) -> dict[str, Any] | None:
+        try:
+            return orjson.loads(self.manifest_path.read_bytes())
+        except (OSError, orjson.JSONDecodeError):
+            return None
+
+    def exists(self) -> bool:
+        if not super().exists():
+            return False
+        manifest = self.read_manifest()
+        return manifest is not None and manifest.get("fingerprint") == self.fingerprint
+
+    def write(self, data: bytes) -> None:
+        write_bytes_atomically(Path(self.path), data)
+
+    def write_manifest(self, manifest: dict[str, Any]) -> None:
+        body = {"fingerprint": self.fingerprint, **manifest}
+        write_bytes_atomically(self.manifest_path, orjson.dumps(body, option=orjson.OPT_INDENT_2))
+
+    def invalidate(self) -> None:
+        """Forget the manifest so the next run recomputes this output (used by --force)."""
+        with contextlib.suppress(FileNotFoundError):
+            self.manifest_path.unlink()
+
+
+def iter_manifests(folder: Path) -> Iterator[tuple[str, dict[str, Any]]]:
+    """Every manifest in a work dir, by output file name, for the report and the summary."""
+    for path in sorted((folder / ".skillsft").glob("*.manifest.json")):
+        try:
+            yield path.name.removesuffix(".manifest.json"), orjson.loads(path.read_bytes())
+        except (OSError, orjson.JSONDecodeError):
+            continue

@@ -1,0 +1,28 @@
+"""Build the teacher a stage task uses, from its Luigi parameters plus the environment.
+
+The API key never travels as a Luigi parameter (parameters are logged and sent to the
+scheduler); `TeacherSettings.resolve` reads it here, inside the worker, from
+OPENAI_API_KEY / DEEPSEEK_API_KEY.
+"""
+
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from pipeline.teacher.base import BatchStats, Teacher
+from pipeline.teacher.factory import make_teacher
+from pipeline.teacher.settings import TeacherSettings
+
+
+def build_teacher(task: Any, stage: str, model: str) -> Teacher:
+    settings = TeacherSettings.resolve(
+        teacher=task.teacher,
+        base_url=task.base_url or None,
+        model=model or None,
+        concurrency=task.concurrency,
+    )
+    return make_teacher(settings, journal_dir=Path(task.work_dir) / "journal", stage=stage)
+
+
+def stats_to_dict(stats: BatchStats) -> dict[str, Any]:
+    return asdict(stats)
