@@ -91,6 +91,15 @@ class _CallFailed(Exception):
         self.detail = detail
 
 
+class _Refused(Exception):
+    """The server answered 400 to a request sent in this response mode."""
+
+    def __init__(self, mode: ResponseMode, detail: str) -> None:
+        super().__init__(detail)
+        self.mode = mode
+        self.detail = detail
+
+
 @dataclass
 class _Resume:
     """Where a request's conversation continues: these messages, this many answers so far."""
@@ -315,30 +324,26 @@ class _BatchRun:
         """Get one raw answer for these messages, journaled before it is returned."""
         teacher = self.teacher
         key = teacher.key_for(messages, request)
-        known_mode = _ENDPOINT_MODES.get(teacher.endpoint, "json_schema")
-        modes = RESPONSE_MODES[RESPONSE_MODES.index(known_mode) :]
-        for position, mode in enumerate(modes):
-            sent = messages_for_mode(messages, mode, request.answer_model)
-            parameters = dict(teacher.parameters)
-            format_parameter = response_format(mode, request.answer_model)
-            if format_parameter is not None:
-                parameters["response_format"] = format_parameter
+        floor = 0  # weakest mode this request has been refused in, plus one
+        while True:
             try:
-                completion, latency = await self._create(sent, parameters)
-            except openai.BadRequestError as exc:
-                if position + 1 < len(modes):
+                completion, latency, mode = await self._create(request, messages, floor)
+            except _Refused as refusal:
+                floor = RESPONSE_MODES.index(refusal.mode) + 1
+                if floor < len(RESPONSE_MODES):
                     log.info(
                         "%s refused response mode %s (%s); trying %s",
                         teacher.endpoint,
-                        mode,
-                        exc.status_code,
-                        modes[position + 1],
+                        refusal.mode,
+                        refusal.detail,
+                        RESPONSE_MODES[floor],
                     )
                     continue
-                raise await self._failed(request, key, "bad_request", str(exc)) from exc
+                raise await self._failed(request, key, "bad_request", refusal.detail) from None
             except _CallFailed as failure:
                 raise await self._failed(request, key, failure.kind, failure.detail) from None
-            _ENDPOINT_MODES[teacher.endpoint] = mode
+            if RESPONSE_MODES.index(mode) > RESPONSE_MODES.index(self._endpoint_mode()):
+                _ENDPOINT_MODES[teacher.endpoint] = mode
             choice = completion.choices[0] if completion.choices else None
             usage = completion.usage
             record = JournalRecord(
@@ -359,32 +364,43 @@ class _BatchRun:
             self.tracker.paid(teacher.model, record.prompt_tokens, record.completion_tokens)
             self.limiter.on_success()
             return record
-        raise AssertionError("unreachable: the text mode either answers or raises")
+
+    def _endpoint_mode(self) -> ResponseMode:
+        return _ENDPOINT_MODES.get(self.teacher.endpoint, "json_schema")
 
     async def _create(
-        self, messages: list[dict[str, str]], parameters: dict[str, Any]
-    ) -> tuple[Any, float]:
-        """One chat completion through the limiter and caps; returns it and its latency."""
+        self, request: TeacherRequest[Any], messages: Messages, floor: int
+    ) -> tuple[Any, float, ResponseMode]:
+        """One chat completion through the limiter and caps: (completion, latency, mode).
+
+        The response mode is chosen once a slot is held, so requests queued behind the first
+        refusal already use what the endpoint was found to accept.
+        """
         for round_number in range(RATE_LIMIT_ROUNDS + 1):
             if self.rpm is not None:
                 await self.rpm.take(1)
             if self.tpm is not None:
                 estimate = sum(len(m.get("content", "")) for m in messages) // 4
-                await self.tpm.take(estimate + parameters.get("max_tokens", 0))
+                await self.tpm.take(estimate + self.settings.max_output_tokens)
             async with self.limiter.slot():
+                mode = RESPONSE_MODES[max(floor, RESPONSE_MODES.index(self._endpoint_mode()))]
+                parameters = dict(self.teacher.parameters)
+                format_parameter = response_format(mode, request.answer_model)
+                if format_parameter is not None:
+                    parameters["response_format"] = format_parameter
                 started = time.monotonic()
                 try:
                     completion = await self.client.chat.completions.create(
                         model=self.teacher.model,
-                        messages=messages,
+                        messages=messages_for_mode(messages, mode, request.answer_model),
                         **parameters,  # type: ignore[arg-type]
                     )
-                    return completion, time.monotonic() - started
+                    return completion, time.monotonic() - started, mode
                 except openai.RateLimitError as exc:
                     if round_number == RATE_LIMIT_ROUNDS:
                         raise _CallFailed("rate_limited", str(exc)) from exc
-                except openai.BadRequestError:
-                    raise
+                except openai.BadRequestError as exc:
+                    raise _Refused(mode, str(exc)) from exc
                 except openai.APITimeoutError as exc:
                     detail = f"no answer within {self.settings.timeout}s"
                     raise _CallFailed("timeout", detail) from exc
