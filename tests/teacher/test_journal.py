@@ -143,3 +143,34 @@ def test_kill_9_half_way_then_rerun_pays_only_for_what_was_in_flight(tmp_path):
     assert paid_twice <= concurrency  # only requests in flight at the kill were paid again
     assert stats["paid"] <= count + concurrency
     assert len(stats["paid_by_prompt"]) == count
+
+
+def test_two_processes_running_the_same_batch_pay_once_per_request(tmp_path):
+    count = 60
+    server, base_url = start_server_process("--latency", "0.05")
+    command = [
+        sys.executable,
+        "-m",
+        "tests.support.teacher_run",
+        "--base-url",
+        base_url,
+        "--work-dir",
+        str(tmp_path),
+        "--count",
+        str(count),
+        "--concurrency",
+        "4",
+    ]
+    try:
+        runs = [
+            subprocess.Popen(command, cwd=REPO_ROOT, stdout=subprocess.PIPE, text=True)
+            for _ in range(2)
+        ]
+        outcomes = [orjson.loads(run.communicate(timeout=120)[0].strip()) for run in runs]
+        stats = server_stats(base_url)
+    finally:
+        server.kill()
+        server.wait()
+    assert all(outcome["ok"] == count for outcome in outcomes)
+    assert stats["paid"] == count  # each request called by exactly one of the two processes
+    assert sum(outcome["calls_new"] for outcome in outcomes) == count
