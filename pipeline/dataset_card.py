@@ -188,7 +188,7 @@ def merged_card(
     card's license when given; otherwise an existing license is kept and a new card says
     `other` (the corpus mixes environment data and teacher outputs: the publisher decides).
     """
-    card = DatasetCard(existing) if existing else DatasetCard("---\n---\n")
+    card = DatasetCard(existing) if existing else DatasetCard("---\n\n---\n")
     data = card.data
     if license or not data.get("license"):
         data.license = license or DEFAULT_LICENSE

@@ -150,7 +150,9 @@ def load_jsonl(path: Path, model: type[Any]) -> Loaded:
                 loaded.items.append(model.model_validate(orjson.loads(line)))
             except (orjson.JSONDecodeError, ValidationError) as exc:
                 reason = exc.errors()[0]["msg"] if isinstance(exc, ValidationError) else str(exc)
-                loaded.warnings.append(f"{path}:{number}: line skipped ({reason})")
+                loaded.warnings.append(
+                    f"{path}:{number}: line skipped ({reason}); fix or delete it"
+                )
     return loaded
 
 

@@ -11,8 +11,8 @@ the code under test runs unchanged with `HfApi(endpoint=hub.url)`:
     POST /api/datasets/<repo>/preupload/<rev>         upload modes: always "regular"
     POST /api/datasets/<repo>/commit/<rev>            apply an NDJSON commit
 
-Every request is recorded (method, path, headers, body), and `faults` injects HTTP errors:
-`hub.faults["commit"] = [503, 503]` makes the next two commit requests fail with 503.
+Every request is recorded (method, path, lower-cased headers, body), and `faults` injects
+HTTP errors: `hub.faults["commit"] = [503, 503]` makes the next two commits fail with 503.
 """
 
 import base64
@@ -133,7 +133,8 @@ class FakeHub:
         payload = json.loads(body)
         repo_id = f"{payload['organization']}/{payload['name']}"
         if repo_id in self.repos:
-            return json_reply(409, {"error": "You already created this dataset repo"})
+            return json_reply(409, {"error": "You already created this dataset repo",
+                                    "url": f"{self.url}/datasets/{repo_id}"})
         self.repos[repo_id] = Repo(private=payload.get("visibility") == "private")
         return json_reply(200, {"url": f"{self.url}/datasets/{repo_id}", "name": repo_id})
 
@@ -218,8 +219,8 @@ class _Handler(BaseHTTPRequestHandler):
     def _serve(self) -> None:
         length = int(self.headers.get("Content-Length") or 0)
         body = self.rfile.read(length) if length else b""
-        status, headers, payload = self.hub.handle(self.command, self.path,
-                                                   dict(self.headers.items()), body)
+        headers_in = {name.lower(): value for name, value in self.headers.items()}
+        status, headers, payload = self.hub.handle(self.command, self.path, headers_in, body)
         self.send_response(status)
         for name, value in headers.items():
             self.send_header(name, value)
