@@ -27,8 +27,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
 
+import httpx2  # huggingface_hub's HTTP client: its transport errors are worth a retry
 from datasets import Dataset, Features, SplitInfo, Value
-from huggingface_hub import CommitOperationAdd, CommitOperationDelete, HfApi, get_token
+from huggingface_hub import (
+    CommitOperationAdd,
+    CommitOperationDelete,
+    HfApi,
+    RepoFile,
+    get_token,
+    hf_hub_url,
+)
 from huggingface_hub.errors import EntryNotFoundError, HfHubHTTPError, RevisionNotFoundError
 from huggingface_hub.utils import build_hf_headers, hf_raise_for_status, http_backoff
 
@@ -219,8 +227,6 @@ def card_text(work_dir: Path, env: str, config: CardConfig, existing: str | None
 
 
 def is_transient(exc: BaseException) -> bool:
-    import httpx2  # huggingface_hub's HTTP client
-
     if isinstance(exc, HfHubHTTPError) and exc.response is not None:
         return exc.response.status_code in TRANSIENT_STATUS
     return isinstance(exc, httpx2.TransportError)
@@ -249,8 +255,6 @@ def with_retries(what: str, call: Callable[[], T], options: PublishOptions) -> T
 
 def fetch_card(api: HfApi, repo_id: str, revision: str, options: PublishOptions) -> str | None:
     """The repo's README.md at `revision`, or None when it has none yet."""
-    from huggingface_hub import hf_hub_url
-
     url = hf_hub_url(repo_id, CARD_FILE, repo_type="dataset", revision=revision,
                      endpoint=api.endpoint)
     response = http_backoff("GET", url, headers=build_hf_headers(token=api.token),
@@ -267,7 +271,7 @@ def remote_files(api: HfApi, repo_id: str, env: str, revision: str) -> list[str]
     try:
         entries = api.list_repo_tree(repo_id, path_in_repo=env, recursive=True,
                                      repo_type="dataset", revision=revision)
-        return sorted(e.path for e in entries if type(e).__name__ == "RepoFile")
+        return sorted(e.path for e in entries if isinstance(e, RepoFile))
     except (EntryNotFoundError, RevisionNotFoundError):
         return []
 
