@@ -83,19 +83,18 @@ class StageTask(EnvParams, luigi.Task):
         return [dep for dep in deps if isinstance(dep, StageTask)]
 
     def fingerprint(self) -> str:
-        cached = getattr(self, "_fingerprint", None)
-        if cached is None:
-            body = {
-                "task": self.get_task_family(),
-                "code": CODE_VERSION,
-                "versions": self.version_tags(),
-                "params": self.fingerprinted_params(),
-                "external": self.external_signatures(),
-                "upstream": [dep.fingerprint() for dep in self.upstream_tasks()],
-            }
-            cached = hashlib.sha256(orjson.dumps(body, option=orjson.OPT_SORT_KEYS)).hexdigest()
-            self._fingerprint = cached
-        return cached
+        """Hash of what shapes this output. Not cached on the instance: Luigi reuses task
+        instances with equal parameters within a process, and the inputs outside the graph
+        (rollout files, user files) may have changed between two builds."""
+        body = {
+            "task": self.get_task_family(),
+            "code": CODE_VERSION,
+            "versions": self.version_tags(),
+            "params": self.fingerprinted_params(),
+            "external": self.external_signatures(),
+            "upstream": [dep.fingerprint() for dep in self.upstream_tasks()],
+        }
+        return hashlib.sha256(orjson.dumps(body, option=orjson.OPT_SORT_KEYS)).hexdigest()
 
     # -- output -------------------------------------------------------------------------------
     def output_file(self) -> Path:

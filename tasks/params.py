@@ -20,7 +20,7 @@ class EnvParams:
 
 
 class SelectionParams:
-    rollout_dir = luigi.Parameter()
+    rollout_dir = luigi.Parameter(default="")
     min_trajs_per_env = luigi.IntParameter(default=3)
     n_trajs_per_env = luigi.IntParameter(default=3)
     n_success_envs = luigi.IntParameter(default=70)

@@ -102,7 +102,7 @@ class GenerateMemories(FromInputs, SelectionParams, TeacherParams, MemoryParams,
         return {f"prompt/{k}": v for k, v in PROMPT_VERSIONS.items()}
 
     def compute(self) -> StageOutput:
-        from pipeline.memories import MemoryOptions, generate_memories
+        from pipeline.memories import MemoryOptions, check_failure_threshold, generate_memories
 
         loaded = load_trajectory_records(self.input_files()[0], self.stage)
         teacher = build_teacher(self, "memory", self.memory_model)
@@ -110,6 +110,12 @@ class GenerateMemories(FromInputs, SelectionParams, TeacherParams, MemoryParams,
             all_trajectories=self.all_trajectories, failure_threshold=self.max_failure_rate
         )
         result = generate_memories(loaded.records, get_env(self.env), teacher, options)
+        check_failure_threshold(
+            len(loaded.rejects) + len(result.failures),
+            len(loaded.rejects) + len(loaded.records),
+            self.max_failure_rate,
+            f"trajectory records of {self.input_files()[0]}",
+        )
         rejects = loaded.rejects + [
             Reject(stage=self.stage, file=f.env_id, reason=f.reason,
                    detail=f"trajectory {f.trajectory_index}: {f.detail}")

@@ -28,8 +28,14 @@ def manifest_path_for(output: Path) -> Path:
 
 
 def write_bytes_atomically(path: Path, data: bytes) -> None:
-    """Write through a temporary file in the same folder, fsync, then rename over the target."""
+    """Write through Luigi's temporary path (same folder, fsync, rename into place).
+
+    Luigi refuses to rename over an existing file, so a stale output is removed first: a crash
+    in between leaves no file, which only means the stage runs again.
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
+    with contextlib.suppress(FileNotFoundError):
+        path.unlink()
     target = luigi.LocalTarget(str(path))
     with target.temporary_path() as tmp, open(tmp, "wb") as handle:
         handle.write(data)

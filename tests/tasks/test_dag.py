@@ -1,0 +1,188 @@
+"""The DAG run for real through Luigi: resume, parameter-aware targets, --force, --dry-run,
+exit codes, single-stage commands chaining to the same corpus as `run`."""
+
+import time
+from pathlib import Path
+
+import pytest
+
+from skillsft.cli import main
+from tasks.targets import iter_manifests
+from tests.tasks.conftest import SAMPLES, manifest_times
+
+OUTPUTS = [
+    "processed_trajectories.json",
+    "generated_memories.json",
+    "skill_bank.json",
+    "distilled_trajectories.json",
+    "alfworld_sft_data.json",
+    "report.json",
+]
+
+
+def run(*args: str) -> int:
+    return main(["run", "alfworld", "--teacher", "offline", *args])
+
+
+def stamps(work_dir: Path) -> dict[str, int]:
+    return {name: (work_dir / name).stat().st_mtime_ns for name in OUTPUTS}
+
+
+def test_run_writes_every_stage_and_a_rerun_does_nothing(tmp_path: Path) -> None:
+    work = tmp_path / "w"
+    assert run("--work-dir", str(work)) == 0
+    for name in OUTPUTS:
+        assert (work / name).is_file(), name
+    assert (work / "alfworld_sft_data.jsonl").is_file()
+    assert (work / "rejects.jsonl").is_file()
+    before, manifests = stamps(work), manifest_times(work)
+    time.sleep(0.01)
+    assert run("--work-dir", str(work)) == 0
+    assert stamps(work) == before
+    assert manifest_times(work) == manifests
+
+
+def test_changed_parameter_reruns_the_stage_and_its_dependants_only(tmp_path: Path) -> None:
+    work = tmp_path / "w"
+    assert run("--work-dir", str(work)) == 0
+    before = stamps(work)
+    assert run("--work-dir", str(work), "--history", "3") == 0
+    after = stamps(work)
+    unchanged = ["processed_trajectories.json", "generated_memories.json", "skill_bank.json"]
+    for name in unchanged:
+        assert after[name] == before[name], f"{name} was recomputed"
+    for name in ["distilled_trajectories.json", "alfworld_sft_data.json", "report.json"]:
+        assert after[name] != before[name], f"{name} was not recomputed"
+    # and the history window really changed the corpus
+    text = (work / "alfworld_sft_data.json").read_text()
+    assert "Below are the most recent 4 observations" not in text
+    assert "Below are the most recent 3 observations" in text
+
+
+def test_selection_parameter_invalidates_from_stage_one(tmp_path: Path) -> None:
+    work = tmp_path / "w"
+    assert run("--work-dir", str(work)) == 0
+    before = stamps(work)
+    assert run("--work-dir", str(work), "--include-mixed") == 0
+    after = stamps(work)
+    assert all(after[name] != before[name] for name in OUTPUTS)
+
+
+def test_edited_rollout_file_reruns_parsing(tmp_path: Path, sample_copy) -> None:
+    rollouts = sample_copy("alfworld")
+    work = tmp_path / "w"
+    assert run("--work-dir", str(work), "--rollout-dir", str(rollouts)) == 0
+    before = stamps(work)
+    (rollouts / "env000" / "test0.txt").unlink()
+    assert run("--work-dir", str(work), "--rollout-dir", str(rollouts)) == 0
+    assert stamps(work)["processed_trajectories.json"] != before["processed_trajectories.json"]
+
+
+def test_moving_the_work_dir_or_concurrency_is_not_a_change(tmp_path: Path) -> None:
+    work = tmp_path / "w"
+    assert run("--work-dir", str(work)) == 0
+    before = stamps(work)
+    assert run("--work-dir", str(work), "--concurrency", "3") == 0
+    assert stamps(work) == before
+
+
+def test_force_recomputes_the_stage_and_dependants(tmp_path: Path) -> None:
+    work = tmp_path / "w"
+    assert run("--work-dir", str(work)) == 0
+    before = stamps(work)
+    assert run("--work-dir", str(work), "--force", "aggregate") == 0
+    after = stamps(work)
+    assert after["processed_trajectories.json"] == before["processed_trajectories.json"]
+    assert after["generated_memories.json"] == before["generated_memories.json"]
+    for name in OUTPUTS[2:]:
+        assert after[name] != before[name], name
+
+
+def test_dry_run_lists_what_would_run_and_runs_nothing(tmp_path: Path, capsys) -> None:
+    work = tmp_path / "w"
+    assert run("--work-dir", str(work), "--dry-run") == 0
+    out = capsys.readouterr().out
+    assert out.count("would run") == 7  # six stages and the wrapper
+    assert not work.exists() or not any(work.iterdir())
+    assert run("--work-dir", str(work)) == 0
+    capsys.readouterr()
+    assert run("--work-dir", str(work), "--dry-run", "--history", "2") == 0
+    lines = capsys.readouterr().out.splitlines()
+    would = {line.split()[2] for line in lines if "would run" in line}
+    assert would == {"Distill", "Flatten", "BuildReport", "RunEnv"}
+
+
+def test_missing_rollout_dir_fails_at_once_with_a_message(tmp_path: Path, capsys) -> None:
+    code = run("--work-dir", str(tmp_path / "w"), "--rollout-dir", str(tmp_path / "nope"))
+    assert code == 2
+    err = capsys.readouterr().err
+    assert "does not exist" in err and "ROLLOUT_DIR" in err
+
+
+def test_rollout_dir_without_rollouts_fails_at_once(tmp_path: Path, capsys) -> None:
+    empty = tmp_path / "empty"
+    (empty / "env000").mkdir(parents=True)
+    (empty / "env000" / "notes.md").write_text("x")
+    assert run("--work-dir", str(tmp_path / "w"), "--rollout-dir", str(empty)) == 2
+    assert "no .txt rollout files" in capsys.readouterr().err
+
+
+def test_failed_stage_gives_nonzero_exit_and_keeps_finished_work(tmp_path: Path) -> None:
+    bad = tmp_path / "processed.json"
+    bad.write_text('[{"env_id": "env1", "task": "x", "type": "all_success"}]')  # no trajectories
+    code = main(["memories", "alfworld", "--teacher", "offline", "--input", str(bad),
+                 "--output", str(tmp_path / "out" / "generated_memories.json")])
+    assert code == 1
+    assert not (tmp_path / "out" / "generated_memories.json").exists()
+
+
+def test_single_stage_commands_chain_to_the_same_corpus_as_run(tmp_path: Path) -> None:
+    work = tmp_path / "run"
+    assert run("--work-dir", str(work)) == 0
+    by_hand = tmp_path / "hand"
+    steps = [
+        ["parse", "alfworld", "--rollout-dir", str(SAMPLES / "alfworld"),
+         "--output", str(by_hand / "processed_trajectories.json")],
+        ["memories", "alfworld", "--teacher", "offline",
+         "--input", str(by_hand / "processed_trajectories.json"),
+         "--output", str(by_hand / "generated_memories.json")],
+        ["aggregate", "alfworld", "--teacher", "offline",
+         "--input", str(by_hand / "generated_memories.json"),
+         "--output", str(by_hand / "skill_bank.json")],
+        ["distill", "alfworld", "--teacher", "offline",
+         "--input", str(by_hand / "processed_trajectories.json"),
+         "--skill-bank", str(by_hand / "skill_bank.json"),
+         "--output", str(by_hand / "distilled_trajectories.json")],
+        ["flatten", "alfworld", "--input", str(by_hand / "distilled_trajectories.json"),
+         "--output", str(by_hand / "alfworld_sft_data.json")],
+    ]
+    for argv in steps:
+        assert main(argv) == 0, argv
+    for name in OUTPUTS[:-1]:
+        assert (by_hand / name).read_bytes() == (work / name).read_bytes(), name
+
+
+def test_bring_your_own_skill_bank_skips_stage_two(tmp_path: Path, shared_dir: Path) -> None:
+    bank = shared_dir / "data" / "skillrl-memory" / "alfworld" / "claude_style_skills.json"
+    work = tmp_path / "w"
+    assert run("--work-dir", str(work), "--skill-bank", str(bank)) == 0
+    assert not (work / "generated_memories.json").exists()
+    assert not (work / "skill_bank.json").exists()
+    corpus = (work / "alfworld_sft_data.json").read_text()
+    assert "Systematic Exploration" in corpus  # the released bank's first general skill
+
+
+@pytest.mark.parametrize("env", ["alfworld", "webshop", "search"])
+def test_every_environment_runs_offline_and_reports_consistent_counts(
+    tmp_path: Path, env: str
+) -> None:
+    from pipeline import jsonio
+
+    work = tmp_path / env
+    assert main(["run", env, "--teacher", "offline", "--work-dir", str(work)]) == 0
+    records = jsonio.load(work / f"{env}_sft_data.json")
+    assert records and all(set(r) == {"instruction", "output"} for r in records)
+    lines = (work / f"{env}_sft_data.jsonl").read_text().splitlines()
+    assert len(lines) == len(records)
+    flatten = dict(iter_manifests(work))[f"{env}_sft_data.json"]
+    assert flatten["counts"]["records"] == len(records)
