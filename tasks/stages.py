@@ -84,7 +84,8 @@ class ParseRollouts(SelectionParams, StageTask):
         result = parse_rollouts(get_env(self.env), Path(self.rollout_dir), options, progress=True)
         return StageOutput(
             payload=jsonio.dumps(result.records),
-            counts={**result.counts, "rejected": len(result.rejects)},
+            counts={**result.counts, "inputs": result.counts.get("files_seen", 0),
+                    "outputs": len(result.records), "rejected": len(result.rejects)},
             side_files={"rejects.jsonl": rejects_lines(result.rejects)},
         )
 
@@ -123,7 +124,8 @@ class GenerateMemories(FromInputs, SelectionParams, TeacherParams, MemoryParams,
         ]
         return StageOutput(
             payload=jsonio.dumps(result.memories),
-            counts={**result.counts, "rejected": len(rejects)},
+            counts={**result.counts, "inputs": len(loaded.records) + len(loaded.rejects),
+                    "outputs": len(result.memories), "rejected": len(rejects)},
             teacher=[stats_to_dict(result.stats)],
             side_files={"memories_rejects.jsonl": rejects_lines(rejects)},
         )
@@ -154,7 +156,8 @@ class AggregateSkillBank(FromInputs, SelectionParams, TeacherParams, MemoryParam
         )
         return StageOutput(
             payload=jsonio.dumps(result.bank.model_dump(mode="json", exclude_none=True)),
-            counts={**loaded.counts, **result.counts, "rejected": len(loaded.rejects)},
+            counts={**loaded.counts, **result.counts, "rejected": len(loaded.rejects),
+                    "inputs": loaded.counts.get("records", 0), "outputs": 1},
             teacher=[stats_to_dict(result.stats)],
             side_files={"aggregate_rejects.jsonl": rejects_lines(loaded.rejects)},
         )
@@ -201,7 +204,8 @@ class Distill(FromInputs, SelectionParams, TeacherParams, MemoryParams, Aggregat
         rejects = loaded.rejects + result.failures
         return StageOutput(
             payload=jsonio.dumps(result.conversations),
-            counts={**result.counts, "rejected": len(rejects)},
+            counts={**result.counts, "inputs": len(loaded.records) + len(loaded.rejects),
+                    "outputs": len(result.conversations), "rejected": len(rejects)},
             teacher=[stats_to_dict(result.stats)] if result.stats else [],
             side_files={"distill_rejects.jsonl": rejects_lines(rejects)},
         )
@@ -235,6 +239,7 @@ class Flatten(FromInputs, SelectionParams, TeacherParams, MemoryParams, Aggregat
         return StageOutput(
             payload=jsonio.dumps(result.records),
             counts={**result.counts, "records": len(result.records),
+                    "inputs": len(conversations), "outputs": len(result.records),
                     "rejected": len(result.rejects)},
             side_files={
                 f"{stem}.jsonl": jsonio.dumps_lines(result.records),

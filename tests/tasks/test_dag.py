@@ -186,3 +186,20 @@ def test_every_environment_runs_offline_and_reports_consistent_counts(
     assert len(lines) == len(records)
     flatten = dict(iter_manifests(work))[f"{env}_sft_data.json"]
     assert flatten["counts"]["records"] == len(records)
+
+
+def test_report_and_publish_dry_run_commands_on_a_finished_run(tmp_path: Path, capsys) -> None:
+    from pipeline import jsonio
+
+    work = tmp_path / "w"
+    assert run("--work-dir", str(work)) == 0
+    (work / "report.json").unlink()
+    assert main(["report", "--work-dir", str(work)]) == 0
+    report = jsonio.load(work / "report.json")
+    assert report["env"] == "alfworld"
+    capsys.readouterr()
+    assert main(["publish", "--work-dir", str(work), "--repo-id", "me/x", "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "would upload to me/x@main" in out
+    assert "alfworld/train-00000-of-00001.parquet" in out and "README.md" in out
+    assert main(["publish", "--work-dir", str(work)]) == 2  # neither a repo id nor --dry-run

@@ -1,0 +1,63 @@
+"""Stage 5: `skillsft publish` and the Publish task at the end of a run given a repo id.
+
+Both call `pipeline.publish.publish`; the task's output is a small receipt (what was committed
+where) so a re-run with the same corpus and repo does not upload again.
+"""
+
+import argparse
+import sys
+from pathlib import Path
+
+import luigi
+
+from pipeline import jsonio
+from pipeline.errors import SkillsftError
+from pipeline.publish import PublishOptions, publish
+from tasks.base import StageOutput
+from tasks.report import detect_env
+from tasks.stages import BuildReport
+
+
+class PublishCorpus(BuildReport):
+    stage = "publish"
+    repo_id = luigi.Parameter()
+    private = luigi.BoolParameter(default=False)
+    revision = luigi.Parameter(default="")
+    validation_fraction = luigi.FloatParameter(default=0.0)
+
+    @property
+    def output_name(self) -> str:  # type: ignore[override]
+        return f"published_{self.env}.json"
+
+    def requires(self) -> list[luigi.Task]:
+        return [self.clone(BuildReport)]
+
+    def compute(self) -> StageOutput:
+        options = PublishOptions(private=self.private, revision=self.revision or None,
+                                 validation_fraction=self.validation_fraction)
+        result = publish(Path(self.work_dir), self.env, self.repo_id, options)
+        print("\n".join(result.summary_lines()))
+        receipt = {"repo_id": result.repo_id, "revision": result.revision,
+                   "files": result.files, "rows": result.rows, "splits": result.splits,
+                   "commit_url": result.commit_url}
+        return StageOutput(payload=jsonio.dumps(receipt), counts={"rows": result.rows})
+
+
+def publish_command(args: argparse.Namespace) -> int:
+    work_dir = Path(args.work_dir)
+    env = detect_env(work_dir)
+    if not args.repo_id and not args.dry_run:
+        print("skillsft publish: --repo-id USER/NAME is required (or use --dry-run)",
+              file=sys.stderr)
+        return 2
+    options = PublishOptions(
+        private=args.private, revision=args.revision, dry_run=args.dry_run,
+        commit_message=args.commit_message, validation_fraction=args.validation_fraction,
+    )
+    try:
+        result = publish(work_dir, env, args.repo_id or f"<you>/{env}-sft", options)
+    except SkillsftError as exc:
+        print(f"skillsft publish: {exc}", file=sys.stderr)
+        return 1
+    print("\n".join(result.summary_lines()))
+    return 0
