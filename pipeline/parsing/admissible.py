@@ -22,6 +22,8 @@ def _unescape(item: str) -> str:
 
 def _split_outside_brackets(body: str) -> list[str]:
     """Split on commas, then glue back pieces whose `[` is still open."""
+    if "[" not in body:
+        return [item.strip() for item in body.split(",")]
     items: list[str] = []
     pending = ""
     for piece in body.split(","):
@@ -34,13 +36,28 @@ def _split_outside_brackets(body: str) -> list[str]:
     return items
 
 
+def _split_plain_quoted(body: str) -> list[str] | None:
+    """Fast path: items joined by `', '` or `',\n '` with no quotes or escapes inside them.
+
+    Returns None when that shape does not hold, and the caller falls back to the full scanner.
+    """
+    quote = body[0]
+    if "\\" in body or body[-1] != quote:
+        return None
+    separator = f"{quote},\n {quote}" if "\n" in body else f"{quote}, {quote}"
+    items = body[1:-1].split(separator)
+    return items if body.count(quote) == 2 * len(items) else None
+
+
 def split_admissible(body: str) -> list[str]:
     """Actions in the text between the list's outer brackets (either style)."""
     body = body.strip()
     if not body:
         return []
     if body[0] in "'\"":
-        actions = [_unescape(a if a or not b else b) for a, b in _QUOTED.findall(body)]
+        actions = _split_plain_quoted(body)
+        if actions is None:
+            actions = [_unescape(a if a or not b else b) for a, b in _QUOTED.findall(body)]
     else:
         actions = _split_outside_brackets(body)
     return [a for a in actions if a and a not in NOT_ACTIONS]

@@ -8,8 +8,10 @@ success reward; `pipeline.parse.parse_rollouts` drives either one the same way:
     parse_group(job) -> GroupResult               worker process, one folder at a time
     select(results, options, counts) -> records   main process, consumes results in order
 
-A worker returns only what selection can still use (for env folders: the kept episodes of
-that env), so memory follows the kept records, not the corpus.
+A worker returns only what selection can still use. For env folders that is the label and
+the names of the episodes to keep, not their steps: most envs fall outside the quotas, so the
+few kept episodes are parsed again in the main process rather than shipped back (pickling every
+env's steps cost more than parsing them). Memory follows the kept records, not the corpus.
 """
 
 import os
@@ -132,12 +134,13 @@ def discover_env_folders(rollout_dir: Path, counts: Counter[str]) -> list[Group]
 
 @dataclass(frozen=True)
 class EnvCandidate:
-    """One env folder after labelling, with its kept episodes (already loop-free)."""
+    """One env folder after labelling: where it is, its task and which episodes to keep."""
 
+    folder: str
     env_id: str
     label: EnvLabel
     task: str
-    trajectories: list[list[RawStep]]
+    keep: tuple[str, ...]
 
 
 def parse_env_folder(job: GroupJob) -> GroupResult:
@@ -169,15 +172,20 @@ def parse_env_folder(job: GroupJob) -> GroupResult:
     )
     if len({episode.task for _, episode in parsed}) > 1:
         result.counts["envs_task_mismatch"] += 1
-    trajectories = []
-    for index in keep:
-        steps = parsed[index][1].steps
-        trimmed = remove_loops(steps, attrgetter("action"))
-        result.counts["loop_steps_removed"] += len(steps) - len(trimmed)
-        trajectories.append(trimmed)
     task = parsed[keep[0]][1].task
-    result.candidates.append(EnvCandidate(job.group.group_id, label, task, trajectories))
+    kept_names = tuple(parsed[index][0] for index in keep)
+    result.candidates.append(
+        EnvCandidate(str(folder), job.group.group_id, label, task, kept_names)
+    )
     return result
+
+
+def load_trajectory(path: Path, counts: Counter[str]) -> list[RawStep]:
+    """Re-parse one kept episode (it parsed in the worker) and cut its loops."""
+    steps = parse_step_rollout(read_rollout_text(path)).steps
+    trimmed = remove_loops(steps, attrgetter("action"))
+    counts["loop_steps_removed"] += len(steps) - len(trimmed)
+    return trimmed
 
 
 def _to_step(raw: RawStep) -> Step:
@@ -202,7 +210,10 @@ def select_env_folders(
 
     records = []
     for candidate in apply_env_quotas(labelled(), options, counts):
-        trajectories = [[_to_step(raw) for raw in steps] for steps in candidate.trajectories]
+        trajectories = [
+            [_to_step(raw) for raw in load_trajectory(Path(candidate.folder, name), counts)]
+            for name in candidate.keep
+        ]
         counts["trajectories_kept"] += len(trajectories)
         counts["steps_kept"] += sum(len(steps) for steps in trajectories)
         records.append(

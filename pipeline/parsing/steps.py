@@ -132,6 +132,30 @@ def strip_observation_prefix(line: str) -> str:
     return line
 
 
+def cut_admissible(text: str, first_lineno: int, *, last_block: bool) -> tuple[str, list[str]]:
+    """Remove the admissible list from an observation; return (rest, actions).
+
+    The list ends at the first `].` after which every `[` is closed, so WebShop actions such as
+    `click[< prev]` inside it do not end it early.
+    """
+    pos = text.find(ADMISSIBLE_PREFIX)
+    if pos < 0:
+        return text, []
+    open_at = text.find("[", pos + len(ADMISSIBLE_PREFIX))
+    end = text.find("]", open_at) if open_at >= 0 else -1
+    while end >= 0 and text.count("[", open_at, end + 1) > text.count("]", open_at, end + 1):
+        end = text.find("]", end + 1)
+    if open_at < 0 or end < 0 or text[pos + len(ADMISSIBLE_PREFIX) : open_at].strip():
+        raise MalformedRollout(
+            "truncated" if last_block and end < 0 else "unparseable_step",
+            "the admissible-action list is not a '[...]' closed with ']'",
+            line=first_lineno + text.count("\n", 0, pos),
+            hint=_HINT_EDIT,
+        )
+    after = end + 2 if text.startswith("].", end) else end + 1
+    return text[:pos] + text[after:], split_admissible(text[open_at + 1 : end])
+
+
 def clean_observation(
     lines: list[str], first_lineno: int, *, last_block: bool
 ) -> tuple[str, list[str], str | None]:
@@ -140,8 +164,9 @@ def clean_observation(
     Removes the admissible list, the task line, the TextWorld banner, the instruction paragraph,
     the reasoning instruction and the observation prefixes; blank-line runs become one.
     """
+    text, actions = cut_admissible("\n".join(lines), first_lineno, last_block=last_block)
+    lines = text.split("\n")
     kept: list[str] = []
-    actions: list[str] = []
     task = None
     k = 0
     n = len(lines)
@@ -152,26 +177,6 @@ def clean_observation(
             while k < n and lines[k].strip():
                 k += 1
             continue
-        pos = line.find(ADMISSIBLE_PREFIX)
-        if pos >= 0:
-            start = k - 1
-            body_parts = [line[pos + len(ADMISSIBLE_PREFIX) :]]
-            depth = body_parts[0].count("[") - body_parts[0].count("]")
-            while depth > 0 and k < n and lines[k].strip():
-                body_parts.append(lines[k])
-                depth += lines[k].count("[") - lines[k].count("]")
-                k += 1
-            body = "\n".join(body_parts).strip()
-            if depth > 0 or not body.startswith("["):
-                reason = "truncated" if last_block and k >= n else "unparseable_step"
-                raise MalformedRollout(
-                    reason,
-                    "the admissible-action list is not closed with ']'",
-                    line=first_lineno + start,
-                    hint=_HINT_EDIT,
-                )
-            actions = split_admissible(body[1 : body.rfind("]")])
-            line = line[:pos]
         if REASON_START in line:
             begin = line.find(REASON_START)
             end = line.find(REASON_END, begin)
