@@ -37,12 +37,17 @@ from schemas.memory import (
     StrategicGuidelines,
     TaskMeta,
 )
-from schemas.memory_answers import MemoryAnswer, MistakeAnswer, RefinedStepAnswer
+from schemas.memory_answers import (
+    MEMORY_ANSWER_BY_OUTCOME,
+    MemoryAnswer,
+    MistakeAnswer,
+    RefinedStepAnswer,
+)
 from schemas.trajectory import SearchTrajectorySet, TrajectorySet
 
 MEMORY_KIND = "memory"
 # Bump when the prompt text below changes: the version is part of every journal key.
-PROMPT_VERSIONS = {MEMORY_KIND: "memory-v1"}
+PROMPT_VERSIONS = {MEMORY_KIND: "memory-v2"}
 STAGE = "memories"
 
 
@@ -191,7 +196,7 @@ def build_memory_request(
         request_id=f"{ctx.env_id}#{ctx.trajectory_index}",
         kind=MEMORY_KIND,
         messages=({"role": "system", "content": _SYSTEM_PROMPT}, {"role": "user", "content": user}),
-        answer_model=MemoryAnswer,
+        answer_model=MEMORY_ANSWER_BY_OUTCOME[ctx.outcome],
         prompt_version=PROMPT_VERSIONS[MEMORY_KIND],
         offline_context=ctx,
     )

@@ -38,13 +38,14 @@ class StrategicGuidelines(OpenModel):
 
 class TaskMeta(OpenModel):
     original_goal: str
-    data_source: str | None = None
+    data_source: str | None = Field(default=None, exclude_if=lambda value: value is None)
 
 
 class MemoryTags(OpenModel):
     environment: str
     outcome: Literal["Success", "Failure"]
-    data_source: str | None = None
+    # Only Search memories have a QA source; the others leave the key out, as released files do.
+    data_source: str | None = Field(default=None, exclude_if=lambda value: value is None)
 
 
 class MemoryContent(OpenModel):

@@ -25,12 +25,29 @@ class MistakeAnswer(StrictModel):
 
 class MemoryAnswer(StrictModel):
     """One memory. Successes fill refined_trajectory and planning_pattern; failures fill
-    mistakes_to_avoid; the stage checks that the right half is present."""
+    mistakes_to_avoid. Requests ask for the outcome's own subclass below, so an answer missing
+    its half fails validation inside the teacher layer and is re-asked, instead of being
+    accepted and thrown away afterwards."""
 
     contextual_description: str = Field(min_length=1)
     refined_trajectory: list[RefinedStepAnswer] | None = None
     planning_pattern: str | None = None
     mistakes_to_avoid: list[MistakeAnswer] = Field(default_factory=list)
+
+
+class SuccessMemoryAnswer(MemoryAnswer):
+    refined_trajectory: list[RefinedStepAnswer] = Field(min_length=1)
+    planning_pattern: str = Field(min_length=1)
+
+
+class FailureMemoryAnswer(MemoryAnswer):
+    mistakes_to_avoid: list[MistakeAnswer] = Field(min_length=1)
+
+
+MEMORY_ANSWER_BY_OUTCOME: dict[str, type[MemoryAnswer]] = {
+    "Success": SuccessMemoryAnswer,
+    "Failure": FailureMemoryAnswer,
+}
 
 
 class SkillDraft(StrictModel):
@@ -57,7 +74,10 @@ class MistakesAnswer(StrictModel):
 
 
 __all__ = [
+    "FailureMemoryAnswer",
+    "MEMORY_ANSWER_BY_OUTCOME",
     "MemoryAnswer",
+    "SuccessMemoryAnswer",
     "MistakeAnswer",
     "MistakeDraft",
     "MistakesAnswer",

@@ -1,0 +1,103 @@
+"""End-to-end runs through Luigi and the `skillsft` command against the local OpenAI-compatible
+server over real HTTP: every environment, injected faults, and a kill -9 during distillation."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tasks.targets import manifest_path_for
+from tests.support.fixtures import TEST_API_KEY
+from tests.support.stage_responder import stage_responder
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+def skillsft(env: str, work: Path, base_url: str, *extra: str) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "skillsft", "run", env, "--teacher", "openai",
+         "--base-url", base_url, "--work-dir", str(work), *extra],
+        cwd=REPO_ROOT,
+        env={**os.environ, "OPENAI_API_KEY": TEST_API_KEY},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+
+
+def finish(process: subprocess.Popen[bytes]) -> str:
+    out, _ = process.communicate(timeout=600)
+    text = out.decode(errors="replace")
+    assert process.returncode == 0, text[-3000:]
+    return text
+
+
+def corpus(work: Path, env: str) -> bytes:
+    return (work / f"{env}_sft_data.json").read_bytes()
+
+
+def assert_no_key_under(folder: Path) -> None:
+    for path in folder.rglob("*"):
+        if path.is_file():
+            assert TEST_API_KEY.encode() not in path.read_bytes(), path
+
+
+@pytest.mark.parametrize("env", ["alfworld", "webshop", "search"])
+def test_faults_lose_nothing_and_change_nothing(tmp_path: Path, server_factory, env: str) -> None:
+    clean = server_factory(responder=stage_responder)
+    reference = tmp_path / "reference"
+    finish(skillsft(env, reference, clean.base_url))
+
+    faulty = server_factory(responder=stage_responder, p_server_error=0.2, p_rate_limit=0.1,
+                            p_malformed=0.05, retry_after=0.01, seed=7)
+    work = tmp_path / "faulty"
+    output = finish(skillsft(env, work, faulty.base_url))
+    faults = faulty.stats.faults
+    assert faults["server_error"] > 0 and faults["rate_limit"] > 0, faults
+    assert corpus(work, env) == corpus(reference, env), "faults changed the corpus"
+    assert "FAILED" not in output
+    assert_no_key_under(work)
+
+    # a re-run answers everything from the journal: no new request reaches the server
+    paid_before = sum(faulty.stats.paid_by_prompt.values())
+    requests_before = faulty.stats.total
+    for name in ["generated_memories.json", "skill_bank.json", "distilled_trajectories.json"]:
+        manifest_path_for(work / name).unlink()
+    finish(skillsft(env, work, faulty.base_url))
+    assert faulty.stats.total == requests_before
+    assert sum(faulty.stats.paid_by_prompt.values()) == paid_before
+    assert corpus(work, env) == corpus(reference, env)
+
+
+def test_kill_during_distillation_then_rerun(tmp_path: Path, server_factory) -> None:
+    concurrency = 2
+    reference_server = server_factory(responder=stage_responder)
+    reference = tmp_path / "reference"
+    finish(skillsft("alfworld", reference, reference_server.base_url))
+
+    server = server_factory(responder=stage_responder, latency=0.4)
+    work = tmp_path / "killed"
+    process = skillsft("alfworld", work, server.base_url, "--concurrency", str(concurrency))
+    bank_manifest = manifest_path_for(work / "skill_bank.json")
+    deadline = time.monotonic() + 300
+    while not bank_manifest.exists():
+        assert process.poll() is None, "run ended before distillation"
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    paid_at_bank = sum(server.stats.paid_by_prompt.values())
+    while sum(server.stats.paid_by_prompt.values()) < paid_at_bank + 3:
+        assert process.poll() is None, "distillation finished before the kill"
+        time.sleep(0.01)
+    os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
+    assert not (work / "alfworld_sft_data.json").exists()
+
+    finish(skillsft("alfworld", work, server.base_url, "--concurrency", str(concurrency)))
+    assert corpus(work, "alfworld") == corpus(reference, "alfworld")
+    paid_twice = [h for h, n in server.stats.paid_by_prompt.items() if n > 1]
+    assert len(paid_twice) <= concurrency, f"{len(paid_twice)} requests paid twice"
+    assert_no_key_under(work)

@@ -1,0 +1,55 @@
+"""Project-level promises: the README's test command is what CI runs, the library never imports
+luigi, the run scripts hand over to `skillsft run <env>`."""
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+
+def readme_commands() -> list[str]:
+    text = (REPO_ROOT / "README.md").read_text()
+    section = text.split("## Two commands for a fresh machine", 1)[1].split("\n## ", 1)[0]
+    return [line.strip() for line in section.splitlines() if line.startswith("    ")]
+
+
+def test_ci_runs_exactly_the_readme_test_command() -> None:
+    install_and_run, test = readme_commands()
+    assert "skillsft run alfworld" in install_and_run
+    assert "pytest" in test
+    ci = (REPO_ROOT / ".ci" / "run").read_text().splitlines()
+    assert test in ci, "the README's test command and .ci/run differ"
+
+
+def test_pipeline_and_schemas_do_not_import_luigi() -> None:
+    code = (
+        "import sys, pkgutil, importlib, pipeline, schemas\n"
+        "for pkg in (pipeline, schemas):\n"
+        "    for m in pkgutil.walk_packages(pkg.__path__, pkg.__name__ + '.'):\n"
+        "        importlib.import_module(m.name)\n"
+        "print('luigi' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True,
+                         text=True, check=True).stdout.strip()
+    assert out == "False"
+
+
+def test_stage_code_never_branches_on_an_environment_name() -> None:
+    pattern = re.compile(r"""(==|!=|\bin\b)\s*\(?["'](alfworld|webshop|search)["']""")
+    offenders = []
+    for path in (REPO_ROOT / "pipeline").rglob("*.py"):
+        if path.name in {"envs.py", "categories.py"}:
+            continue
+        for number, line in enumerate(path.read_text().splitlines(), 1):
+            if pattern.search(line):
+                offenders.append(f"{path.relative_to(REPO_ROOT)}:{number}: {line.strip()}")
+    assert not offenders, "\n".join(offenders)
+
+
+def test_run_scripts_hand_over_to_skillsft_run() -> None:
+    for env in ("alfworld", "webshop", "search"):
+        script = (REPO_ROOT / f"run_{env}.sh").read_text()
+        assert f'skillsft run {env} "$@"' in script
+        assert (REPO_ROOT / f"run_{env}.sh").stat().st_mode & 0o111
