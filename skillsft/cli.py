@@ -171,8 +171,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except settings.UsageError as exc:
         print(f"skillsft: {exc}", file=sys.stderr)
         return 2
-    if root is None:  # publish/report ran directly
-        return 0
+    except settings.CommandDone as done:  # publish/report ran directly
+        return done.status
     return execute(root, args)
 
 

@@ -18,6 +18,14 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 BUNDLED_SAMPLES = REPO_ROOT / "examples" / "rollouts"
 
 
+class CommandDone(Exception):  # noqa: N818 - a control-flow signal, not an error
+    """A command that ran directly, without a Luigi graph; carries its exit status."""
+
+    def __init__(self, status: int) -> None:
+        super().__init__(status)
+        self.status = status
+
+
 class UsageError(Exception):
     """A command line or environment that cannot work; the message says what to change."""
 
@@ -90,7 +98,7 @@ def stage_params(args: argparse.Namespace) -> dict[str, object]:
     }
 
 
-def build_root_task(args: argparse.Namespace, environ: Mapping[str, str]) -> luigi.Task | None:
+def build_root_task(args: argparse.Namespace, environ: Mapping[str, str]) -> luigi.Task:
     from tasks import stages
 
     command = args.command
@@ -142,11 +150,10 @@ def build_root_task(args: argparse.Namespace, environ: Mapping[str, str]) -> lui
     if command == "publish":
         from tasks.publish import publish_command
 
-        publish_command(args)
-        return None
+        raise CommandDone(publish_command(args))
     if command == "report":
         from tasks.report import report_command
 
         report_command(Path(args.work_dir))
-        return None
+        raise CommandDone(0)
     raise UsageError(f"unknown command {command}")
