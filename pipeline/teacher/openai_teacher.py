@@ -327,7 +327,7 @@ class _BatchRun:
         floor = 0  # weakest mode this request has been refused in, plus one
         while True:
             try:
-                completion, latency, mode = await self._create(request, messages, floor)
+                record = await self._create(request, messages, floor, key)
             except _Refused as refusal:
                 floor = RESPONSE_MODES.index(refusal.mode) + 1
                 if floor < len(RESPONSE_MODES):
@@ -342,25 +342,6 @@ class _BatchRun:
                 raise await self._failed(request, key, "bad_request", refusal.detail) from None
             except _CallFailed as failure:
                 raise await self._failed(request, key, failure.kind, failure.detail) from None
-            if RESPONSE_MODES.index(mode) > RESPONSE_MODES.index(self._endpoint_mode()):
-                _ENDPOINT_MODES[teacher.endpoint] = mode
-            choice = completion.choices[0] if completion.choices else None
-            usage = completion.usage
-            record = JournalRecord(
-                key=key,
-                kind="response",
-                stage=teacher.stage,
-                request_id=request.request_id,
-                model=completion.model or teacher.model,
-                raw_text=choice.message.content if choice else None,
-                finish_reason=choice.finish_reason if choice else None,
-                prompt_tokens=usage.prompt_tokens if usage else 0,
-                completion_tokens=usage.completion_tokens if usage else 0,
-                latency_s=latency,
-                time=time.time(),
-                response_mode=mode,
-            )
-            await teacher.journal.append_async(record)
             self.tracker.paid(teacher.model, record.prompt_tokens, record.completion_tokens)
             self.limiter.on_success()
             return record
@@ -368,10 +349,39 @@ class _BatchRun:
     def _endpoint_mode(self) -> ResponseMode:
         return _ENDPOINT_MODES.get(self.teacher.endpoint, "json_schema")
 
+    async def _journal_response(
+        self, request: TeacherRequest[Any], key: str, completion: Any, latency: float,
+        mode: ResponseMode,
+    ) -> JournalRecord:
+        """Journal the raw response (fsynced) before anyone uses it. Called while the request
+        still holds its concurrency slot, so at any instant at most `concurrency` paid answers
+        are not yet on disk: that is all a kill -9 can make us pay twice."""
+        teacher = self.teacher
+        if RESPONSE_MODES.index(mode) > RESPONSE_MODES.index(self._endpoint_mode()):
+            _ENDPOINT_MODES[teacher.endpoint] = mode
+        choice = completion.choices[0] if completion.choices else None
+        usage = completion.usage
+        record = JournalRecord(
+            key=key,
+            kind="response",
+            stage=teacher.stage,
+            request_id=request.request_id,
+            model=completion.model or teacher.model,
+            raw_text=choice.message.content if choice else None,
+            finish_reason=choice.finish_reason if choice else None,
+            prompt_tokens=usage.prompt_tokens if usage else 0,
+            completion_tokens=usage.completion_tokens if usage else 0,
+            latency_s=latency,
+            time=time.time(),
+            response_mode=mode,
+        )
+        await teacher.journal.append_async(record)
+        return record
+
     async def _create(
-        self, request: TeacherRequest[Any], messages: Messages, floor: int
-    ) -> tuple[Any, float, ResponseMode]:
-        """One chat completion through the limiter and caps: (completion, latency, mode).
+        self, request: TeacherRequest[Any], messages: Messages, floor: int, key: str
+    ) -> JournalRecord:
+        """One chat completion through the limiter and caps, journaled before the slot is freed.
 
         The response mode is chosen once a slot is held, so requests queued behind the first
         refusal already use what the endpoint was found to accept.
@@ -395,7 +405,8 @@ class _BatchRun:
                         messages=messages_for_mode(messages, mode, request.answer_model),
                         **parameters,  # type: ignore[arg-type]
                     )
-                    return completion, time.monotonic() - started, mode
+                    latency = time.monotonic() - started
+                    return await self._journal_response(request, key, completion, latency, mode)
                 except openai.RateLimitError as exc:
                     if round_number == RATE_LIMIT_ROUNDS:
                         raise _CallFailed("rate_limited", str(exc)) from exc
