@@ -46,24 +46,27 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=2000)
     parser.add_argument("--latency", type=float, default=0.1)
     parser.add_argument(
-        "--concurrency", type=int, default=None, help="teacher concurrency (default: its default)"
+        "--concurrency", type=int, nargs="+", default=None,
+        help="teacher concurrencies to measure (default: the teacher's default)",
     )
     args = parser.parse_args()
-    default_concurrency = args.concurrency or TeacherSettings().concurrency
+    concurrencies = args.concurrency or [TeacherSettings().concurrency]
     process, base_url = start_server_process("--latency", str(args.latency))
     try:
         sequential = timed_batch(base_url, args.requests, 1, "sequential")
-        concurrent = timed_batch(base_url, args.requests, default_concurrency, "concurrent")
+        concurrent = {
+            c: timed_batch(base_url, args.requests, c, f"concurrent-{c}") for c in concurrencies
+        }
     finally:
         process.kill()
         process.wait()
-    ideal = args.requests * args.latency / default_concurrency
     print(f"requests:                 {args.requests} at {args.latency * 1000:.0f} ms latency")
     print(f"sequential (1 in flight): {sequential:.2f} s")
-    print(f"teacher ({default_concurrency} in flight):    {concurrent:.2f} s")
-    print(f"speed-up:                 {sequential / concurrent:.1f}x (target >= 20x)")
-    print(f"ideal at {default_concurrency}:              {ideal:.2f} s")
-    print(f"teacher / ideal:          {concurrent / ideal:.2f}x (target <= 1.3x)")
+    for c, wall in concurrent.items():
+        ideal = args.requests * args.latency / c
+        print(f"teacher ({c:>2} in flight):    {wall:.2f} s; speed-up {sequential / wall:.1f}x "
+              f"(target >= 20x); ideal {ideal:.2f} s; teacher / ideal {wall / ideal:.2f}x "
+              "(target <= 1.3x)")
 
 
 if __name__ == "__main__":

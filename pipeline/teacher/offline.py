@@ -37,7 +37,9 @@ class OfflineTeacher:
         results = []
         for request in requests:
             result = solve(request)
-            if not result.ok:
+            if result.ok:
+                tracker.paid(OFFLINE_MODEL, 0, 0)  # a new answer, at no cost
+            else:
                 log.warning(
                     "offline teacher: request %s failed: %s", request.request_id, result.error
                 )

@@ -15,6 +15,7 @@ PRICES_AS_OF = "2025-08-01"
 
 # model -> (USD per 1M input tokens, USD per 1M output tokens)
 DEFAULT_PRICES: dict[str, tuple[float, float]] = {
+    "offline": (0.0, 0.0),  # the rule-based teacher: answered here, free
     "gpt-4o": (2.50, 10.00),
     "gpt-4o-mini": (0.15, 0.60),
     "gpt-4.1": (2.00, 8.00),
