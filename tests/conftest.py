@@ -5,6 +5,9 @@ from pathlib import Path
 
 import pytest
 
+# The local OpenAI-compatible server fixtures (openai_server, server_factory), for every test.
+pytest_plugins = ["tests.support.fixtures"]
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SHARED_DIR = REPO_ROOT.parent / "shared"
 

@@ -3,7 +3,6 @@
 import itertools
 import json
 import re
-import sys
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
@@ -182,12 +181,9 @@ def test_determinism_and_empty_categories_cost_no_call(shared_dir):
 
 @pytest.mark.slow
 def test_twenty_thousand_memories_over_http(shared_dir, tmp_path):
-    repo_root = str(Path(__file__).resolve().parents[2])
-    if repo_root not in sys.path:  # tests.support is imported as a package from the repo root
-        sys.path.insert(0, repo_root)
-    server_module = pytest.importorskip("tests.support.openai_server")
-    settings_module = pytest.importorskip("pipeline.teacher.settings")
-    teacher_module = pytest.importorskip("pipeline.teacher.openai_teacher")
+    from pipeline.teacher import openai_teacher as teacher_module
+    from pipeline.teacher import settings as settings_module
+    from tests.support import openai_server as server_module
     largest = [0]
     answer_numbers = itertools.count()
 

@@ -5,31 +5,25 @@ only the far end of its HTTP connection is ours."""
 import io
 import json
 import logging
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import yaml
+from datasets import load_dataset
+from huggingface_hub import HfApi
 
-_ROOT = str(Path(__file__).resolve().parents[2])
-if _ROOT not in sys.path:  # tests.support is imported from the repository root
-    sys.path.insert(0, _ROOT)
-
-from datasets import load_dataset  # noqa: E402
-from huggingface_hub import HfApi  # noqa: E402
-
-from pipeline.errors import InputError  # noqa: E402
-from pipeline.publish import (  # noqa: E402
+from pipeline.errors import InputError
+from pipeline.publish import (
     PublishError,
     PublishOptions,
     export_local,
     publish,
     split_by_trajectory,
 )
-from pipeline.report import Provenance  # noqa: E402
-from tests.pipeline.test_report import RECORDS, SECRET_URL, build_work_dir  # noqa: E402
-from tests.support.hub_server import FakeHub, running_hub  # noqa: E402
+from pipeline.report import Provenance
+from tests.pipeline.test_report import RECORDS, SECRET_URL, build_work_dir
+from tests.support.hub_server import FakeHub, running_hub
 
 TOKEN = "hf_TESTtokenThatMustNeverLeak0123456789"
 REPO = "someone/agent-sft"

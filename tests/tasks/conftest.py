@@ -5,8 +5,6 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.fixtures import openai_server, server_factory  # noqa: F401
-
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SAMPLES = REPO_ROOT / "examples" / "rollouts"
 
