@@ -53,7 +53,9 @@ class AdaptiveLimiter:
     async def release(self) -> None:
         async with self._changed:
             self.in_flight -= 1
-            self._changed.notify_all()
+            # Wake only as many waiters as there are free slots (normally one): waking them all
+            # makes every release cost O(queued requests), quadratic over a large batch.
+            self._changed.notify(max(1, int(self.limit) - self.in_flight))
 
     def on_success(self) -> None:
         if self.limit < self.max_limit:
