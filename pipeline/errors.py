@@ -6,6 +6,7 @@
      |    +-- MalformedRollout    one rollout file breaks the format (becomes a reject, not a
      |                            crash: stage 1 catches it per file and carries on)
      +-- ConfigError              options that contradict each other or are out of range
+     +-- TooManyFailures          a stage lost more items than its tolerated share
 
 Every message names the file (and line, when known) and says what to do about it.
 """
@@ -40,3 +41,20 @@ class MalformedRollout(InputError):
 
 class ConfigError(SkillsftError):
     """Options that are out of range or contradict each other."""
+
+
+class TooManyFailures(SkillsftError):
+    """More items of a stage failed than the tolerated share: the output would mislead."""
+
+
+def check_failure_rate(
+    failures: int, attempts: int, threshold: float, what: str, examples: str = ""
+) -> None:
+    """Raise when failures exceed the tolerated share; the message says what to do."""
+    if attempts and failures / attempts > threshold:
+        listed = f" First failures: {examples}." if examples else ""
+        raise TooManyFailures(
+            f"{failures} of {attempts} {what} failed ({failures / attempts:.1%}, more than the "
+            f"{threshold:.0%} tolerated).{listed} Fix the inputs or the teacher endpoint and "
+            "re-run: finished teacher calls are reused from the journal."
+        )

@@ -10,9 +10,14 @@ stops the run.
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING
 
+from pydantic import ValidationError
+
+from pipeline import jsonio
 from pipeline.conversations import LayoutError, RenderOptions
+from pipeline.errors import InputError
 from schemas.conversation import AlpacaRecord, Conversation
 from schemas.reject import Reject
 
@@ -80,3 +85,23 @@ def flatten(
         )
     counts["records"] = len(records)
     return FlattenResult(records, dict(counts), rejects, provenance)
+
+
+def load_conversations(path: str | Path) -> tuple[list[Conversation], list[Reject]]:
+    """Distilled conversations from a file, each malformed one a reject naming its index."""
+    data = jsonio.load(path)
+    if not isinstance(data, list):
+        raise InputError(f"{path}: expected a JSON list of conversations (FORMATS.md section 7)")
+    conversations: list[Conversation] = []
+    rejects: list[Reject] = []
+    for index, raw in enumerate(data):
+        try:
+            conversations.append(Conversation.model_validate(raw))
+        except ValidationError as exc:
+            error = exc.errors()[0]
+            rejects.append(Reject(
+                stage="flatten", file=str(path), reason="invalid_conversation",
+                detail=f"item {index}: {'.'.join(map(str, error['loc']))}: {error['msg']}; "
+                       "fix it or regenerate it with `skillsft distill`",
+            ))
+    return conversations, rejects

@@ -24,7 +24,7 @@ from pydantic import ValidationError
 
 from pipeline.causal import AnalysedStep, analyse, chain_backward, goal_step_index
 from pipeline.envs import EnvSpec
-from pipeline.errors import SkillsftError
+from pipeline.errors import TooManyFailures, check_failure_rate
 from pipeline.mistakes import EpisodeView, detect_mistakes
 from pipeline.placeholders import Abstractor, planning_pattern, register_values
 from pipeline.teacher.base import BatchStats, Teacher, TeacherRequest, register_offline_solver
@@ -51,7 +51,7 @@ PROMPT_VERSIONS = {MEMORY_KIND: "memory-v2"}
 STAGE = "memories"
 
 
-class MemoryStageError(SkillsftError):
+class MemoryStageError(TooManyFailures):
     """Too many trajectories failed to become memories for the stage to be trusted."""
 
 
@@ -340,13 +340,11 @@ def _as_record(record: Any) -> TrajectorySet | SearchTrajectorySet:
 
 
 def check_failure_threshold(failures: int, attempts: int, threshold: float, what: str) -> None:
-    """Raise when failures exceed the tolerated share; the message says what to do."""
-    if attempts and failures / attempts > threshold:
-        raise MemoryStageError(
-            f"{failures} of {attempts} {what} failed ({failures / attempts:.1%}, more than the "
-            f"{threshold:.0%} tolerated); see the failures listed above, fix the inputs or the "
-            "teacher endpoint and re-run (finished teacher calls are reused from the journal)"
-        )
+    """The stage's threshold, raised as MemoryStageError (a TooManyFailures)."""
+    try:
+        check_failure_rate(failures, attempts, threshold, what)
+    except TooManyFailures as exc:
+        raise MemoryStageError(str(exc)) from None
 
 
 def generate_memories(

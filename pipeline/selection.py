@@ -43,6 +43,15 @@ class SourceRange(BaseModel):
     last: int
     source: str
 
+    @classmethod
+    def parse(cls, text: str) -> "SourceRange":
+        """`FIRST-LAST=SOURCE`, the command-line spelling (`--source-range 1-500=nq`)."""
+        span, sep, source = text.partition("=")
+        first, dash, last = span.partition("-")
+        if not (sep and dash and source.strip()):
+            raise ValueError(f"source range {text!r}: expected FIRST-LAST=SOURCE, e.g. 1-500=nq")
+        return cls(first=int(first), last=int(last), source=source.strip())
+
     @model_validator(mode="after")
     def _ordered(self) -> "SourceRange":
         if self.first > self.last:

@@ -6,9 +6,12 @@ variable, then default (see README.md, "Configuration").
 """
 
 import argparse
+import contextlib
+import fcntl
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from pathlib import Path
 
 import luigi
 from luigi.execution_summary import LuigiStatusCode
@@ -22,6 +25,13 @@ STAGES = ("parse", "memories", "aggregate", "distill", "flatten", "report", "pub
 _OK = {LuigiStatusCode.SUCCESS, LuigiStatusCode.SUCCESS_WITH_RETRY}
 
 
+def positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
 def add_selection_flags(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("selection (stage 1)")
     group.add_argument("--min-trajs-per-env", type=int, default=3)
@@ -31,6 +41,9 @@ def add_selection_flags(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--include-mixed", action="store_true")
     group.add_argument("--failure-ratio", type=float, default=0.5, help="search: failures kept "
                        "per success")
+    group.add_argument("--source-range", action="append", default=[], metavar="FIRST-LAST=SOURCE",
+                       help="search: files numbered FIRST..LAST come from QA source SOURCE "
+                       "(repeatable), for files not under a folder named after their source")
 
 
 def add_teacher_flags(parser: argparse.ArgumentParser, *, per_stage_models: bool) -> None:
@@ -65,7 +78,8 @@ def add_stage_flags(parser: argparse.ArgumentParser) -> None:
                         help="memories: fail the stage when more memories than this fail")
     parser.add_argument("--batch-size", type=int, default=40,
                         help="aggregate: max items merged per teacher call")
-    parser.add_argument("--history", type=int, default=5, help="distill: history window")
+    parser.add_argument("--history", type=positive_int, default=5,
+                        help="distill: (observation, action) pairs shown per turn, >= 1")
     parser.add_argument("--seed", type=int, default=0, help="distill: seed of the done turn")
     parser.add_argument("--actions-only-history", action="store_true",
                         help="search: drop retrieved information from the history (old layout)")
@@ -130,38 +144,69 @@ def build_parser() -> argparse.ArgumentParser:
 def execute(root: luigi.Task, args: argparse.Namespace) -> int:
     """Force, dry-run or build the graph under `root`; 0 only when every task completed."""
     graph = list(walk_graph(root))
-    if args.force:
-        invalidate(graph, set(args.force))
+    forced = {t.task_id for t in graph if isinstance(t, StageTask) and t.stage_name() in args.force}
+    retried = {t.task_id for t in graph if isinstance(t, StageTask) and t.complete()
+               and t.output().teacher_failures()}
+    for task in graph:
+        if task.task_id in retried:
+            print(f"skillsft: {task.stage_name()} had {task.output().teacher_failures()} failed "
+                  "teacher requests last time; retrying them (answered ones come from the journal)")
+    dirty = downstream_of(graph, forced | retried)
     if args.dry_run:
         for task in graph:
-            state = "up to date" if task.complete() else "would run"
+            state = "would run" if task.task_id in dirty or not task.complete() else "up to date"
             where = task.output().path if isinstance(task, StageTask) else ""
             print(f"  {state:<10}  {task.get_task_family():<20} {where}")
         return 0
-    env_params: dict[str, object] = {"workers": args.workers, "log_level": "WARNING"}
-    if args.scheduler_url:
-        env_params["scheduler_url"] = args.scheduler_url
-    else:
-        env_params["local_scheduler"] = True
-    result = luigi.build([root], detailed_summary=True, **env_params)
-    print_summary(graph)
-    if result.status not in _OK or not root.complete():
-        print(f"skillsft: the run did not finish ({result.status.name}); see the Luigi "
-              "summary above, fix the cause and re-run: finished work is kept.", file=sys.stderr)
+    with work_dir_lock(Path(root.work_dir)):
+        for task in graph:
+            if task.task_id in dirty and isinstance(task, StageTask):
+                task.output().invalidate()
+        result = luigi.build([root], detailed_summary=True, **luigi_settings(args))
+        print_summary(graph)
+    unfinished = [t.get_task_family() for t in graph if not t.complete()]
+    if result.status not in _OK or unfinished:
+        print(f"skillsft: the run did not finish ({result.status.name}; not done: "
+              f"{', '.join(unfinished) or 'none'}); see the messages above, fix the cause and "
+              "re-run: finished work is kept.", file=sys.stderr)
         return 1
     return 0
 
 
-def invalidate(graph: Sequence[luigi.Task], stages: set[str]) -> None:
-    """Drop the manifests of the forced stages and of every task downstream of them."""
+def luigi_settings(args: argparse.Namespace) -> dict[str, object]:
+    params: dict[str, object] = {"workers": args.workers, "log_level": "WARNING"}
+    if args.scheduler_url:
+        params["scheduler_url"] = args.scheduler_url
+    else:
+        params["local_scheduler"] = True
+    return params
+
+
+def downstream_of(graph: Sequence[luigi.Task], seeds: set[str]) -> set[str]:
+    """The seed tasks and every task that depends on one of them, directly or not."""
     dirty: set[str] = set()
     for task in graph:  # dependencies come before dependants
         deps = luigi.task.flatten(task.requires())
-        forced = isinstance(task, StageTask) and task.stage_name() in stages
-        if forced or any(dep.task_id in dirty for dep in deps):
+        if task.task_id in seeds or any(dep.task_id in dirty for dep in deps):
             dirty.add(task.task_id)
-            if isinstance(task, StageTask):
-                task.output().invalidate()
+    return dirty
+
+
+@contextlib.contextmanager
+def work_dir_lock(work_dir: Path) -> Iterator[None]:
+    """One run per work dir at a time: two would overwrite each other's outputs and manifests.
+    (Several Luigi workers of one run are fine: they share this run's lock.)"""
+    lock_path = work_dir / ".skillsft" / "run.lock"
+    lock_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(lock_path, "a") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise settings.UsageError(
+                f"another skillsft run is using {work_dir}; wait for it to finish or use "
+                "another --work-dir"
+            ) from None
+        yield
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -173,7 +218,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     except settings.CommandDone as done:  # publish/report ran directly
         return done.status
-    return execute(root, args)
+    try:
+        return execute(root, args)
+    except settings.UsageError as exc:
+        print(f"skillsft: {exc}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -77,6 +77,13 @@ def teacher_params(args: argparse.Namespace, environ: Mapping[str, str]) -> dict
 
 
 def selection_params(args: argparse.Namespace) -> dict[str, object]:
+    from pipeline.selection import SourceRange
+
+    for text in args.source_range:
+        try:
+            SourceRange.parse(text)
+        except ValueError as exc:
+            raise UsageError(f"--source-range: {exc}") from None
     return {
         "min_trajs_per_env": args.min_trajs_per_env,
         "n_trajs_per_env": args.n_trajs_per_env,
@@ -84,6 +91,7 @@ def selection_params(args: argparse.Namespace) -> dict[str, object]:
         "n_fail_envs": args.n_fail_envs,
         "include_mixed": args.include_mixed,
         "failure_ratio": args.failure_ratio,
+        "source_ranges": tuple(args.source_range),
     }
 
 

@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 import luigi
 import orjson
 
-from tasks.params import UNFINGERPRINTED, EnvParams
+from tasks.params import EnvParams
 from tasks.targets import StageTarget, write_bytes_atomically
 
 # Bumped when a stage's own logic changes in a way that changes its output.
@@ -59,6 +59,9 @@ class StageTask(EnvParams, luigi.Task):
     """Base of every stage: subclasses set `output_name` and implement `compute()`."""
 
     output_name: ClassVar[str]
+    # The parameters this stage's own output depends on; the rest reach it through the
+    # upstream fingerprints. A distill-only knob then never invalidates stage 2.
+    shaping_params: ClassVar[tuple[str, ...]] = ()
     output_path = luigi.Parameter(default="", significant=False)
 
     # -- what a subclass provides -------------------------------------------------------------
@@ -76,7 +79,7 @@ class StageTask(EnvParams, luigi.Task):
     # -- fingerprint --------------------------------------------------------------------------
     def fingerprinted_params(self) -> dict[str, Any]:
         params = self.to_str_params(only_significant=True)
-        return {k: v for k, v in sorted(params.items()) if k not in UNFINGERPRINTED}
+        return {k: params[k] for k in sorted(("env", *self.shaping_params)) if k in params}
 
     def upstream_tasks(self) -> list["StageTask"]:
         deps = luigi.task.flatten(self.requires())

@@ -2,16 +2,16 @@
 
 Tasks inherit the groups they need; `Task.clone(Other)` then passes every shared value down
 the graph, so the top-level run task and a single-stage call build the very same tasks.
-Parameters listed in `UNFINGERPRINTED` say where or how fast to work, not what to produce:
-they are left out of output fingerprints so moving a work dir or raising concurrency never
-invalidates paid work.
+Each stage fingerprints only the parameters that shape its own output (`shaping_params` on
+the task): where or how fast to work (work dir, paths, concurrency) never invalidates paid work,
+and input files count by content, not by path.
 """
 
 import luigi
 
-UNFINGERPRINTED = frozenset(
-    {"work_dir", "output_path", "concurrency", "input_paths", "rollout_dir", "skill_bank"}
-)
+SELECTION = ("min_trajs_per_env", "n_trajs_per_env", "n_success_envs", "n_fail_envs",
+             "include_mixed", "failure_ratio", "source_ranges")
+RENDERING = ("history", "seed", "keep_information")
 
 
 class EnvParams:
@@ -27,6 +27,8 @@ class SelectionParams:
     n_fail_envs = luigi.IntParameter(default=30)
     include_mixed = luigi.BoolParameter(default=False)
     failure_ratio = luigi.FloatParameter(default=0.5)
+    # Search: file-number ranges mapped to QA sources, e.g. ("1-500=nq", "501-900=hotpotqa").
+    source_ranges = luigi.ListParameter(default=())
 
 
 class TeacherParams:

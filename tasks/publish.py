@@ -20,6 +20,7 @@ from tasks.stages import BuildReport
 
 class PublishCorpus(BuildReport):
     stage = "publish"
+    shaping_params = ("repo_id", "private", "revision", "validation_fraction")
     repo_id = luigi.Parameter()
     private = luigi.BoolParameter(default=False)
     revision = luigi.Parameter(default="")

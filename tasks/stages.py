@@ -13,10 +13,13 @@ import luigi
 
 from pipeline import jsonio
 from pipeline.envs import get_env
+from pipeline.errors import TooManyFailures, check_failure_rate
 from pipeline.records import load_trajectory_records
 from schemas import Reject
 from tasks.base import StageOutput, StageTask, hash_file, signature_of_tree
 from tasks.params import (
+    RENDERING,
+    SELECTION,
     AggregateParams,
     DistillParams,
     MemoryParams,
@@ -59,9 +62,16 @@ def rejects_lines(rejects: list[Reject]) -> bytes:
     return jsonio.dumps_lines(rejects)
 
 
+def examples(rejects: list[Reject], limit: int = 3) -> str:
+    """The first few rejects, for an error message that says what went wrong, not just how
+    often."""
+    return "; ".join(f"{r.reason}: {r.detail}"[:200] for r in rejects[:limit])
+
+
 class ParseRollouts(SelectionParams, StageTask):
     stage = "parse"
     output_name = "processed_trajectories.json"
+    shaping_params = SELECTION
 
     def requires(self) -> list[luigi.Task]:
         return []
@@ -71,9 +81,10 @@ class ParseRollouts(SelectionParams, StageTask):
 
     def compute(self) -> StageOutput:
         from pipeline.parse import parse_rollouts
-        from pipeline.selection import SelectionOptions
+        from pipeline.selection import SelectionOptions, SourceRange
 
         options = SelectionOptions(
+            search_source_ranges=tuple(SourceRange.parse(r) for r in self.source_ranges),
             min_trajs_per_env=self.min_trajs_per_env,
             n_trajs_per_env=self.n_trajs_per_env,
             n_success_envs=self.n_success_envs,
@@ -93,6 +104,7 @@ class ParseRollouts(SelectionParams, StageTask):
 class GenerateMemories(FromInputs, SelectionParams, TeacherParams, MemoryParams, StageTask):
     stage = "memories"
     output_name = "generated_memories.json"
+    shaping_params = ("teacher", "base_url", "memory_model", "all_trajectories")
 
     def upstream(self) -> luigi.Task:
         return self.clone(ParseRollouts)
@@ -103,25 +115,23 @@ class GenerateMemories(FromInputs, SelectionParams, TeacherParams, MemoryParams,
         return {f"prompt/{k}": v for k, v in PROMPT_VERSIONS.items()}
 
     def compute(self) -> StageOutput:
-        from pipeline.memories import MemoryOptions, check_failure_threshold, generate_memories
+        from pipeline.memories import MemoryOptions, generate_memories
 
-        loaded = load_trajectory_records(self.input_files()[0], self.stage)
+        source = self.input_files()[0]
+        loaded = load_trajectory_records(source, self.stage)
         teacher = build_teacher(self, "memory", self.memory_model)
         options = MemoryOptions(
             all_trajectories=self.all_trajectories, failure_threshold=self.max_failure_rate
         )
         result = generate_memories(loaded.records, get_env(self.env), teacher, options)
-        check_failure_threshold(
-            len(loaded.rejects) + len(result.failures),
-            len(loaded.rejects) + len(loaded.records),
-            self.max_failure_rate,
-            f"trajectory records of {self.input_files()[0]}",
-        )
         rejects = loaded.rejects + [
-            Reject(stage=self.stage, file=f.env_id, reason=f.reason,
-                   detail=f"trajectory {f.trajectory_index}: {f.detail}")
+            Reject(stage=self.stage, file=str(source), reason=f.reason,
+                   detail=f"env {f.env_id}, trajectory {f.trajectory_index}: {f.detail}")
             for f in result.failures
         ]
+        # Every attempted unit ends as a memory or a failure; unreadable records count too.
+        check_failure_rate(len(rejects), len(rejects) + len(result.memories),
+                           self.max_failure_rate, f"memories from {source}", examples(rejects))
         return StageOutput(
             payload=jsonio.dumps(result.memories),
             counts={**result.counts, "inputs": len(loaded.records) + len(loaded.rejects),
@@ -135,6 +145,7 @@ class AggregateSkillBank(FromInputs, SelectionParams, TeacherParams, MemoryParam
                          AggregateParams, StageTask):
     stage = "aggregate"
     output_name = "skill_bank.json"
+    shaping_params = ("teacher", "base_url", "aggregate_model", "batch_size")
 
     def upstream(self) -> luigi.Task:
         return self.clone(GenerateMemories)
@@ -167,6 +178,7 @@ class Distill(FromInputs, SelectionParams, TeacherParams, MemoryParams, Aggregat
               DistillParams, StageTask):
     stage = "distill"
     output_name = "distilled_trajectories.json"
+    shaping_params = ("teacher", "base_url", "distill_model", *RENDERING)
     skill_bank = luigi.Parameter(default="")
 
     def upstream(self) -> luigi.Task:
@@ -198,10 +210,16 @@ class Distill(FromInputs, SelectionParams, TeacherParams, MemoryParams, Aggregat
         loaded = load_trajectory_records(inputs[0], self.stage)
         bank = load_skill_bank(bank_path, spec)
         teacher = build_teacher(self, "distill", self.distill_model)
-        options = DistillOptions(render=RenderOptions(
-            history=self.history, seed=self.seed, search_information=self.keep_information))
+        options = DistillOptions(
+            render=RenderOptions(history=self.history, seed=self.seed,
+                                 search_information=self.keep_information),
+            input_name=str(inputs[0]),
+        )
         result = distill(loaded.records, spec, bank, teacher, options)
         rejects = loaded.rejects + result.failures
+        attempted = result.counts.get("trajectories_attempted", 0) + len(loaded.rejects)
+        check_failure_rate(len(rejects), attempted, self.max_failure_rate,
+                           f"trajectories of {inputs[0]}", examples(rejects))
         return StageOutput(
             payload=jsonio.dumps(result.conversations),
             counts={**result.counts, "inputs": len(loaded.records) + len(loaded.rejects),
@@ -214,6 +232,7 @@ class Distill(FromInputs, SelectionParams, TeacherParams, MemoryParams, Aggregat
 class Flatten(FromInputs, SelectionParams, TeacherParams, MemoryParams, AggregateParams,
               DistillParams, StageTask):
     stage = "flatten"
+    shaping_params = RENDERING
     skill_bank = luigi.Parameter(default="")
 
     @property
@@ -225,21 +244,31 @@ class Flatten(FromInputs, SelectionParams, TeacherParams, MemoryParams, Aggregat
 
     def compute(self) -> StageOutput:
         from pipeline.conversations import RenderOptions
-        from pipeline.flatten import FlattenOptions, flatten
-        from schemas import Conversation
+        from pipeline.flatten import FlattenOptions, flatten, load_conversations
 
         spec = get_env(self.env)
         path = self.input_files()[0]
-        conversations = [Conversation.model_validate(c) for c in jsonio.load(path)]
-        options = FlattenOptions(render=RenderOptions(
-            history=self.history, seed=self.seed, search_information=self.keep_information))
+        conversations, unreadable = load_conversations(path)
+        options = FlattenOptions(
+            render=RenderOptions(history=self.history, seed=self.seed,
+                                 search_information=self.keep_information),
+            input_name=str(path),
+        )
         result = flatten(conversations, spec, options)
+        result.rejects[:0] = unreadable
+        if conversations and not result.records:
+            raise TooManyFailures(
+                f"flattening {path} produced no record from {len(conversations)} conversations "
+                f"({examples(result.rejects) or 'every turn was dropped'}); see "
+                f"{self.output_file().parent / 'flatten_rejects.jsonl'}"
+            )
         stem = self.output_file().stem
         provenance_name = f"{stem.removesuffix('_data')}_provenance.jsonl"
         return StageOutput(
             payload=jsonio.dumps(result.records),
             counts={**result.counts, "records": len(result.records),
-                    "inputs": len(conversations), "outputs": len(result.records),
+                    "inputs": len(conversations) + len(unreadable),
+                    "outputs": len(result.records),
                     "rejected": len(result.rejects)},
             side_files={
                 f"{stem}.jsonl": jsonio.dumps_lines(result.records),
@@ -254,6 +283,7 @@ class BuildReport(Flatten):
 
     stage = "report"
     output_name = "report.json"  # type: ignore[assignment]
+    shaping_params = ()
 
     def requires(self) -> list[luigi.Task]:
         return [self.clone(Flatten)]

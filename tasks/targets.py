@@ -14,7 +14,6 @@ taken for fresh.
 """
 
 import contextlib
-import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -28,19 +27,11 @@ def manifest_path_for(output: Path) -> Path:
 
 
 def write_bytes_atomically(path: Path, data: bytes) -> None:
-    """Write through Luigi's temporary path (same folder, fsync, rename into place).
-
-    Luigi refuses to rename over an existing file, so a stale output is removed first: a crash
-    in between leaves no file, which only means the stage runs again.
-    """
+    """Write through Luigi's atomic file: a temporary file beside the target, renamed over it
+    (os.replace) on close, so a reader or a crash sees the old bytes or the new, never half."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    with contextlib.suppress(FileNotFoundError):
-        path.unlink()
-    target = luigi.LocalTarget(str(path))
-    with target.temporary_path() as tmp, open(tmp, "wb") as handle:
+    with luigi.LocalTarget(str(path), format=luigi.format.Nop).open("w") as handle:
         handle.write(data)
-        handle.flush()
-        os.fsync(handle.fileno())
 
 
 class StageTarget(luigi.LocalTarget):
@@ -62,6 +53,11 @@ class StageTarget(luigi.LocalTarget):
             return False
         manifest = self.read_manifest()
         return manifest is not None and manifest.get("fingerprint") == self.fingerprint
+
+    def teacher_failures(self) -> int:
+        """Teacher requests that failed when this output was made (retried by the next run)."""
+        manifest = self.read_manifest() or {}
+        return sum(int(usage.get("calls_failed", 0)) for usage in manifest.get("teacher", []))
 
     def write(self, data: bytes) -> None:
         write_bytes_atomically(Path(self.path), data)

@@ -14,6 +14,7 @@ What a file looks like, and what happens to each part:
     Now it's your turn to take an action. ...     boilerplate, dropped
 """
 
+import math
 from dataclasses import dataclass, field
 
 from pipeline.errors import MalformedRollout
@@ -71,6 +72,8 @@ def parse_header(line: str, lineno: int) -> tuple[str, str | None, float, bool]:
             raise ValueError
         int(step_number)
         reward = float(reward_text)
+        if not math.isfinite(reward):  # nan/inf would not survive JSON, nor decide a win
+            raise ValueError
     except ValueError:
         raise MalformedRollout(
             "bad_step_header",
@@ -89,13 +92,52 @@ def _is_metadata_key(key: str) -> bool:
     )
 
 
+RAW_OUTPUT_KEY = "Raw Model Output"
+RAW_OUTPUT_END = "</action>"
+
+
+def _starts_known_key(line: str) -> bool:
+    name, sep, _ = line.partition(": ")
+    return bool(sep) and name in KNOWN_METADATA
+
+
+def _raw_output_open_after(line: str, open_now: bool) -> bool:
+    """Whether a model's raw output is still being written after this line.
+
+    A model's text may contain anything, `Obs:` and `Note: ...` lines included; it ends at its
+    `</action>` or where the writer's next known key (`Parsed Action:`, ...) begins.
+    """
+    if line.startswith(RAW_OUTPUT_KEY + ": "):
+        return RAW_OUTPUT_END not in line
+    if open_now and (RAW_OUTPUT_END in line or _starts_known_key(line)):
+        return False
+    return open_now
+
+
+def find_obs_line(lines: list[str], start: int, end: int) -> int | None:
+    """Index of the step's `Obs:` line, skipping any inside a multi-line raw model output."""
+    raw_open = False
+    for j in range(start, end):
+        line = lines[j]
+        was_open = raw_open
+        raw_open = _raw_output_open_after(line, raw_open)
+        if not was_open and not line.startswith(RAW_OUTPUT_KEY) and line.startswith("Obs:"):
+            return j
+    return None
+
+
 def parse_metadata(lines: list[str], first_lineno: int) -> dict[str, str]:
     """Writer lines between the header and `Obs:`; a line without a key continues the last."""
     metadata: dict[str, str] = {}
     key = None
+    raw_open = False
     for offset, line in enumerate(lines):
         name, sep, value = line.partition(": ")
-        if sep and _is_metadata_key(name):
+        was_open = raw_open
+        raw_open = _raw_output_open_after(line, raw_open)
+        if was_open and not _starts_known_key(line):
+            metadata[RAW_OUTPUT_KEY] += "\n" + line  # the model's own text, whatever it says
+        elif sep and _is_metadata_key(name):
             key = name
             metadata[key] = value
         elif key is not None:
@@ -228,7 +270,7 @@ def parse_step_rollout(text: str) -> Episode:
         end = bounds[b + 1]
         last_block = b == len(headers) - 1
         step_id, action, reward, done = parse_header(lines[start], start + 1)
-        obs_at = next((j for j in range(start + 1, end) if lines[j].startswith("Obs:")), None)
+        obs_at = find_obs_line(lines, start + 1, end)
         if obs_at is None:
             raise MalformedRollout(
                 "truncated" if last_block else "unparseable_step",

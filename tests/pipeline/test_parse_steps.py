@@ -146,6 +146,18 @@ def test_observation_without_admissible_list_is_kept_whole() -> None:
             id="bad-reward",
         ),
         pytest.param(
+            "Step -1 | Action: None | Reward: nan | Done: False\nObs: x\n",
+            "bad_step_header",
+            1,
+            id="nan-reward",
+        ),
+        pytest.param(
+            "Step -1 | Action: None | Reward: inf | Done: True\nObs: x\n",
+            "bad_step_header",
+            1,
+            id="infinite-reward",
+        ),
+        pytest.param(
             "Step -1 | Action: None | Reward: 0.0 | Done: False\nObs: Room.\nYour task is to: t.\n"
             "Step 00 | Action: go | Reward: 0.0 | Done: False\n",
             "truncated",
@@ -192,3 +204,23 @@ def test_malformed_files_name_reason_and_line(text: str, reason: str, line: int 
         parse_step_rollout(text)
     assert (caught.value.reason, caught.value.line) == (reason, line)
     assert caught.value.hint
+
+
+def test_multi_line_raw_model_output_stays_whole_and_out_of_the_observation() -> None:
+    text = (
+        "Step -1 | Action: None | Reward: 0.0 | Done: False\nObs: You are in a room.\n\n"
+        "Your task is to: put a mug in cabinet.\n\n"
+        "Step 00 | Action: go to cabinet 1 | Reward: 10.0 | Done: True\n"
+        "Raw Model Output: <think>line one\nNote: line two\n"
+        "Obs: fake</think><action>go to cabinet 1</action>\n"
+        "Parsed Action: go to cabinet 1\nValid Action: True\n"
+        "Obs: You arrive at cabinet 1.\n"
+    )
+    step = parse_step_rollout(text).steps[1]
+    assert step.observation == "You arrive at cabinet 1."
+    assert step.metadata == {
+        "Raw Model Output": "<think>line one\nNote: line two\n"
+        "Obs: fake</think><action>go to cabinet 1</action>",
+        "Parsed Action": "go to cabinet 1",
+        "Valid Action": "True",
+    }

@@ -1,6 +1,7 @@
 """The DAG run for real through Luigi: resume, parameter-aware targets, --force, --dry-run,
 exit codes, single-stage commands chaining to the same corpus as `run`."""
 
+import shutil
 import time
 from pathlib import Path
 
@@ -81,9 +82,77 @@ def test_edited_rollout_file_reruns_parsing(tmp_path: Path, sample_copy) -> None
 def test_moving_the_work_dir_or_concurrency_is_not_a_change(tmp_path: Path) -> None:
     work = tmp_path / "w"
     assert run("--work-dir", str(work)) == 0
-    before = stamps(work)
-    assert run("--work-dir", str(work), "--concurrency", "3") == 0
-    assert stamps(work) == before
+    moved = tmp_path / "moved"
+    shutil.move(work, moved)
+    before = stamps(moved)
+    assert run("--work-dir", str(moved), "--concurrency", "3") == 0
+    assert stamps(moved) == before
+
+
+def test_knobs_that_cannot_change_the_output_invalidate_nothing(tmp_path: Path, capsys) -> None:
+    """The offline teacher has no model, and a failure threshold only decides pass or fail."""
+    work = tmp_path / "w"
+    assert run("--work-dir", str(work)) == 0
+    capsys.readouterr()
+    assert run("--work-dir", str(work), "--dry-run", "--distill-model", "other",
+               "--max-failure-rate", "0.3") == 0
+    assert "would run" not in capsys.readouterr().out
+
+
+def test_history_below_one_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(SystemExit) as exited:
+        run("--work-dir", str(tmp_path / "w"), "--history", "0")
+    assert exited.value.code == 2
+
+
+def test_dry_run_with_force_changes_nothing_on_disk(tmp_path: Path, capsys) -> None:
+    work = tmp_path / "w"
+    assert run("--work-dir", str(work)) == 0
+    manifests = manifest_times(work)
+    capsys.readouterr()
+    assert run("--work-dir", str(work), "--dry-run", "--force", "memories") == 0
+    assert capsys.readouterr().out.count("would run") == 6
+    assert manifest_times(work) == manifests
+    assert run("--work-dir", str(work), "--dry-run") == 0
+    assert "would run" not in capsys.readouterr().out
+
+
+def test_a_second_run_on_the_same_work_dir_is_refused(tmp_path: Path, capsys) -> None:
+    import fcntl
+
+    work = tmp_path / "w"
+    (work / ".skillsft").mkdir(parents=True)
+    with open(work / ".skillsft" / "run.lock", "a") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        assert run("--work-dir", str(work)) == 2
+    assert "another skillsft run is using" in capsys.readouterr().err
+    assert run("--work-dir", str(work)) == 0
+
+
+def test_flatten_with_nothing_left_fails_instead_of_writing_an_empty_corpus(
+    tmp_path: Path,
+) -> None:
+    from pipeline import jsonio
+
+    work = tmp_path / "w"
+    assert run("--work-dir", str(work)) == 0
+    conversations = jsonio.load(work / "distilled_trajectories.json")
+    for conversation in conversations:  # break every turn's layout
+        for turn in conversation["conversations"][::2]:
+            turn["value"] = "something else"
+    conversations.append({"system": "x"})  # and one that is not a conversation at all
+    broken = tmp_path / "broken.json"
+    broken.write_bytes(jsonio.dumps(conversations))
+    out = tmp_path / "out" / "alfworld_sft_data.json"
+    code = main(["flatten", "alfworld", "--input", str(broken), "--output", str(out)])
+    assert code == 1 and not out.exists()
+
+    from pipeline.flatten import load_conversations
+
+    loaded, rejects = load_conversations(broken)
+    assert len(loaded) == len(conversations) - 1
+    assert [r.reason for r in rejects] == ["invalid_conversation"]
+    assert f"item {len(conversations) - 1}" in rejects[0].detail
 
 
 def test_force_recomputes_the_stage_and_dependants(tmp_path: Path) -> None:

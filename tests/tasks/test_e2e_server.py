@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tasks.targets import manifest_path_for
+from tasks.targets import iter_manifests, manifest_path_for
 from tests.support.fixtures import TEST_API_KEY
 from tests.support.stage_responder import stage_responder
 
@@ -62,15 +62,19 @@ def test_faults_lose_nothing_and_change_nothing(tmp_path: Path, server_factory, 
     assert "FAILED" not in output
     assert_no_key_under(work)
 
-    # a re-run answers everything from the journal: no new request reaches the server
-    paid_before = sum(faulty.stats.paid_by_prompt.values())
+    # recomputing every teacher stage answers everything from the journal: no new request
     requests_before = faulty.stats.total
-    for name in ["generated_memories.json", "skill_bank.json", "distilled_trajectories.json"]:
-        manifest_path_for(work / name).unlink()
-    finish(skillsft(env, work, faulty.base_url))
+    finish(skillsft(env, work, faulty.base_url, "--force", "memories"))
     assert faulty.stats.total == requests_before
-    assert sum(faulty.stats.paid_by_prompt.values()) == paid_before
     assert corpus(work, env) == corpus(reference, env)
+    usage = [u for _, m in iter_manifests(work) for u in m.get("teacher", [])]
+    assert {u["stage"] for u in usage} == {"memories", "aggregate", "distill"}
+    assert all(u["calls_new"] == 0 and u["calls_from_journal"] > 0 for u in usage), usage
+
+    # another distillation model leaves stages 1 and 2 alone
+    dry = finish(skillsft(env, work, faulty.base_url, "--dry-run", "--distill-model", "other"))
+    would = {line.split()[2] for line in dry.splitlines() if "would run" in line}
+    assert would == {"Distill", "Flatten", "BuildReport", "RunEnv"}
 
 
 def test_kill_during_distillation_then_rerun(tmp_path: Path, server_factory) -> None:
@@ -101,3 +105,47 @@ def test_kill_during_distillation_then_rerun(tmp_path: Path, server_factory) -> 
     paid_twice = [h for h, n in server.stats.paid_by_prompt.items() if n > 1]
     assert len(paid_twice) <= concurrency, f"{len(paid_twice)} requests paid twice"
     assert_no_key_under(work)
+
+
+def test_failed_teacher_requests_are_retried_by_the_next_run(tmp_path: Path, server_factory):
+    reference_server = server_factory(responder=stage_responder)
+    reference = tmp_path / "reference"
+    finish(skillsft("alfworld", reference, reference_server.base_url))
+
+    outage = {"on": True}
+    broken_goal = "put a hot tomato in sinkbasin"  # env000: 3 of the 12 distilled trajectories
+
+    def flaky(body):
+        text = str(body.get("messages"))
+        if outage["on"] and "step_index in" in text and broken_goal in text:
+            return "this is not JSON"
+        return stage_responder(body)
+
+    server = server_factory(responder=flaky)
+    work = tmp_path / "w"
+    finish(skillsft("alfworld", work, server.base_url, "--max-failure-rate", "0.5"))
+    assert corpus(work, "alfworld") != corpus(reference, "alfworld")  # three trajectories short
+    distill = dict(iter_manifests(work))["distilled_trajectories.json"]
+    assert distill["teacher"][0]["calls_failed"] == 3
+
+    outage["on"] = False
+    paid_before = sum(server.stats.paid_by_prompt.values())
+    output = finish(skillsft("alfworld", work, server.base_url, "--max-failure-rate", "0.5"))
+    assert "retrying them" in output
+    assert corpus(work, "alfworld") == corpus(reference, "alfworld")
+    assert sum(server.stats.paid_by_prompt.values()) - paid_before == 3  # only the failed ones
+
+
+def test_too_many_failed_distillations_fail_the_run(tmp_path: Path, server_factory) -> None:
+    def broken(body):
+        if "step_index in" in str(body.get("messages")):
+            return "this is not JSON"
+        return stage_responder(body)
+
+    server = server_factory(responder=broken)
+    work = tmp_path / "w"
+    process = skillsft("alfworld", work, server.base_url)
+    out, _ = process.communicate(timeout=600)
+    assert process.returncode == 1
+    assert b"trajectories of" in out and b"failed" in out
+    assert not (work / "alfworld_sft_data.json").exists()
