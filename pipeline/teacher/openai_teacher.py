@@ -53,8 +53,11 @@ from pipeline.teacher.structured import (
 
 log = logging.getLogger("skillsft.teacher")
 
-# o1, o3, o3-mini, o4-mini, ... and DeepSeek's reasoner (optionally behind a "vendor/" prefix).
-_REASONING_MODEL = re.compile(r"^(o\d+(-.*)?|deepseek-reasoner.*)$")
+# o1, o3, o3-mini, o4-mini, the gpt-5 family, and DeepSeek's reasoner (optionally behind a
+# "vendor/" prefix): they reject temperature and take max_completion_tokens.
+_REASONING_MODEL = re.compile(r"^(o\d+(-.*)?|gpt-5.*|deepseek-reasoner.*)$")
+# A 400 that is about the response format (and so worth retrying in a weaker mode) says so.
+_FORMAT_REFUSAL = re.compile(r"response_format|json_schema|json_object|structured output", re.I)
 
 # What each endpoint accepted last: the first mode tried for its next request.
 _ENDPOINT_MODES: dict[str, ResponseMode] = {}
@@ -357,6 +360,12 @@ class _BatchRun:
         still holds its concurrency slot, so at any instant at most `concurrency` paid answers
         are not yet on disk: that is all a kill -9 can make us pay twice."""
         teacher = self.teacher
+        if not hasattr(completion, "choices"):  # e.g. a proxy's HTML page with status 200
+            raise _CallFailed(
+                "bad_response",
+                f"the endpoint answered a {type(completion).__name__}, not a chat completion: "
+                f"{str(completion)[:200]!r}; is the base URL an OpenAI-compatible /v1 endpoint?",
+            )
         if RESPONSE_MODES.index(mode) > RESPONSE_MODES.index(self._endpoint_mode()):
             _ENDPOINT_MODES[teacher.endpoint] = mode
         choice = completion.choices[0] if completion.choices else None
@@ -408,10 +417,14 @@ class _BatchRun:
                     latency = time.monotonic() - started
                     return await self._journal_response(request, key, completion, latency, mode)
                 except openai.RateLimitError as exc:
+                    if exc.code == "insufficient_quota":  # no amount of waiting will help
+                        raise _CallFailed("quota_exhausted", str(exc)) from exc
                     if round_number == RATE_LIMIT_ROUNDS:
                         raise _CallFailed("rate_limited", str(exc)) from exc
                 except openai.BadRequestError as exc:
-                    raise _Refused(mode, str(exc)) from exc
+                    if _FORMAT_REFUSAL.search(str(exc)):
+                        raise _Refused(mode, str(exc)) from exc
+                    raise _CallFailed("bad_request", str(exc)) from exc
                 except openai.APITimeoutError as exc:
                     detail = f"no answer within {self.settings.timeout}s"
                     raise _CallFailed("timeout", detail) from exc
@@ -420,13 +433,21 @@ class _BatchRun:
                 except openai.APIStatusError as exc:
                     kind = "server_error" if exc.status_code >= 500 else f"http_{exc.status_code}"
                     raise _CallFailed(kind, str(exc)) from exc
+                except openai.APIError as exc:  # anything else the client raises: one request
+                    raise _CallFailed("api_error", str(exc)) from exc
             await asyncio.sleep(min(30.0, 0.5 * 2**round_number) * random.uniform(0.5, 1.0))
         raise AssertionError("unreachable")
 
     async def _failed(
         self, request: TeacherRequest[Any], key: str, kind: str, detail: str
     ) -> _CallFailed:
-        """Journal a transport failure (for the record; never a hit) and return it to raise."""
+        """Journal a transport failure (for the record; never a hit) and return it to raise.
+
+        The server's error text is kept, minus the API key: some servers echo the credential
+        they refused, and this text reaches the journal and the reject files."""
+        secret = self.settings.api_key.get_secret_value() if self.settings.api_key else ""
+        if secret:
+            detail = detail.replace(secret, "[api key]")
         await self.teacher.journal.append_async(
             JournalRecord(
                 key=key,
