@@ -7,8 +7,9 @@ any work dir after the fact.
 
 Stages name their own counters. To read "in / out / rejected" from them without knowing each
 stage, the report looks for conventional names (`COUNTER_NAMES`): a stage that reports
-`inputs` and `outputs` (or `records`) is shown exactly; rejected is the sum of its
-`dropped_*` / `rejected_*` counters, or else the number of rejects.jsonl lines it wrote.
+`inputs` and `outputs` (or `records`) is shown exactly; rejected is
+its `rejected` counter when it keeps one, else its `dropped_*` / `rejected_*` counters, or else
+the number of lines of the rejects files (`rejects.jsonl`, `<stage>_rejects.jsonl`).
 
 Nothing here raises on a bad file: an unreadable manifest, reject line, corpus record or
 provenance line becomes a warning naming the file and line, and the report says so.
@@ -312,7 +313,7 @@ def stage_reports(
                 stage=stage,
                 inputs=first_count(counts, "inputs") or 0,
                 outputs=outputs or 0,
-                rejected=dropped or sum(stage_rejects.values()),
+                rejected=counts.get("rejected", dropped or sum(stage_rejects.values())),
                 counts=counts,
                 wall_seconds=float(wall) if isinstance(wall, int | float) else None,
             )
@@ -332,7 +333,12 @@ def stage_reports(
         for entry in manifest.get("teacher") or []:
             if isinstance(entry, dict):
                 fields = {k: v for k, v in entry.items() if k in TeacherUsage.model_fields}
-                usage.append(TeacherUsage.model_validate({"stage": stage, "model": "", **fields}))
+                try:
+                    usage.append(
+                        TeacherUsage.model_validate({"stage": stage, "model": "", **fields})
+                    )
+                except ValidationError as exc:
+                    log.warning("%s manifest: teacher usage entry skipped (%s)", output, exc)
     return stages, details, usage
 
 
@@ -400,7 +406,11 @@ def build_report(work_dir: str | Path, env: str) -> RunReport:
     work_dir = Path(work_dir)
     spec = get_env(env)
     manifests = load_manifests(work_dir)
-    rejects = load_jsonl(work_dir / REJECTS_FILE, Reject)
+    rejects = Loaded()
+    for path in sorted(work_dir.glob(f"*{REJECTS_FILE}")):  # rejects.jsonl, <stage>_rejects.jsonl
+        loaded = load_jsonl(path, Reject)
+        rejects.items.extend(loaded.items)
+        rejects.warnings.extend(loaded.warnings)
     corpus = load_corpus(work_dir, env)
     provenance = load_provenance(work_dir, env)
     warnings = [*manifests.warnings, *rejects.warnings, *corpus.warnings, *provenance.warnings]

@@ -256,6 +256,8 @@ class Flatten(FromInputs, SelectionParams, TeacherParams, MemoryParams, Aggregat
         )
         result = flatten(conversations, spec, options)
         result.rejects[:0] = unreadable
+        dropped = sum(v for k, v in result.counts.items()
+                      if k.startswith("dropped_") and k != "dropped_unreadable_conversation")
         if conversations and not result.records:
             raise TooManyFailures(
                 f"flattening {path} produced no record from {len(conversations)} conversations "
@@ -269,7 +271,7 @@ class Flatten(FromInputs, SelectionParams, TeacherParams, MemoryParams, Aggregat
             counts={**result.counts, "records": len(result.records),
                     "inputs": len(conversations) + len(unreadable),
                     "outputs": len(result.records),
-                    "rejected": len(result.rejects)},
+                    "rejected": len(result.rejects) + dropped},
             side_files={
                 f"{stem}.jsonl": jsonio.dumps_lines(result.records),
                 provenance_name: jsonio.dumps_lines(result.provenance),
