@@ -309,7 +309,11 @@ class SearchLayout:
             return ""
         lines = []
         for j, step in enumerate(steps[:i]):
-            line = self.history_line.format(j=j, action=step.action)
+            # the rollout's own step number, as in the step's memory_context; position otherwise
+            number = step.step_id.removeprefix("Step ").strip()
+            line = self.history_line.format(
+                j=number if number.lstrip("-").isdigit() else j, action=step.action
+            )
             if options.search_information and step.observation:
                 line += self.information.format(information=step.observation)
             lines.append(line)

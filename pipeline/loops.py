@@ -25,14 +25,26 @@ def _repeat_length(actions: list[object]) -> int:
     return 0
 
 
-def remove_loops(steps: Sequence[StepT], action_of: Callable[[StepT], object]) -> list[StepT]:
-    """Steps with repeated cycles cut out, in their original order."""
+def remove_loops(
+    steps: Sequence[StepT],
+    action_of: Callable[[StepT], object],
+    is_terminal: Callable[[StepT], bool] | None = None,
+) -> list[StepT]:
+    """Steps with repeated cycles cut out, in their original order.
+
+    When the step just appended ends the episode (`is_terminal`), the earlier copy of the cycle
+    is dropped instead of the later one: both copies hold the same actions, but only the later
+    one holds the final step, and dropping it would turn a won episode into one that never
+    reaches its win (the agent's last pass through the cycle is the one that worked).
+    """
     kept: list[StepT] = []
     actions: list[object] = []
     for step in steps:
         kept.append(step)
         actions.append(action_of(step))
+        ends = is_terminal is not None and is_terminal(step)
         while (length := _repeat_length(actions)) > 0:
-            del kept[-length:]
-            del actions[-length:]
+            cut = slice(-2 * length, -length) if ends else slice(-length, None)
+            del kept[cut]
+            del actions[cut]
     return kept

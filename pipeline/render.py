@@ -27,8 +27,9 @@ class BlockOptions:
 
 
 def sentence(text: str) -> str:
-    """The text with surrounding whitespace and trailing periods removed, then one period."""
-    return text.strip().rstrip(".").rstrip() + "."
+    """The text with surrounding whitespace and every trailing period (however spaced) removed,
+    then one period."""
+    return text.strip().rstrip(". \t\n") + "."
 
 
 def general_item(skill: Skill) -> str:

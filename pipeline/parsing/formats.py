@@ -183,7 +183,7 @@ def parse_env_folder(job: GroupJob) -> GroupResult:
 def load_trajectory(path: Path, counts: Counter[str]) -> list[RawStep]:
     """Re-parse one kept episode (it parsed in the worker) and cut its loops."""
     steps = parse_step_rollout(read_rollout_text(path)).steps
-    trimmed = remove_loops(steps, attrgetter("action"))
+    trimmed = remove_loops(steps, attrgetter("action"), attrgetter("done"))
     counts["loop_steps_removed"] += len(steps) - len(trimmed)
     return trimmed
 

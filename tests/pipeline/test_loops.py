@@ -35,3 +35,20 @@ def test_keeps_the_step_objects_in_order() -> None:
     kept = remove_loops(steps, lambda s: s["a"])
     assert kept == [steps[0], steps[1], steps[3]]
     assert kept[1] is steps[1]
+
+
+def test_a_cycle_closed_by_the_final_step_keeps_the_final_step() -> None:
+    """[take, go, move, go, move(win)]: the literal rule would drop the winning pass."""
+    steps = [
+        {"a": None, "done": False},
+        {"a": "take", "done": False},
+        {"a": "go", "done": False},
+        {"a": "move", "done": False, "obs": "Nothing happens."},
+        {"a": "go", "done": False},
+        {"a": "move", "done": True, "obs": "You put it."},
+    ]
+    kept = remove_loops(steps, lambda s: s["a"], lambda s: s["done"])
+    assert [s["a"] for s in kept] == [None, "take", "go", "move"]
+    assert kept[-1]["done"] and kept[-1]["obs"] == "You put it."
+    # without the terminal rule the win would be gone
+    assert not remove_loops(steps, lambda s: s["a"])[-1]["done"]

@@ -111,3 +111,14 @@ def test_block_from_released_banks(shared_dir, spec, path) -> None:
         for line in block.splitlines():
             if line.startswith(("- **", "  _Apply when", "  **Instead")):
                 assert line.rstrip("_").endswith(".") and not line.rstrip("_").endswith(".."), line
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [("Do x", "Do x."), ("Do x.", "Do x."), ("Do x...", "Do x."), ("Do x. . ", "Do x."),
+     ("  Do x.\n", "Do x."), ("Use v1.2 first", "Use v1.2 first.")],
+)
+def test_exactly_one_trailing_period(text: str, expected: str) -> None:
+    from pipeline.render import sentence
+
+    assert sentence(text) == expected

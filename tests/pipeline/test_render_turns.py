@@ -153,3 +153,17 @@ def test_search_turns_actions_only_layout() -> None:
     assert drafts[1].human == (
         SEARCH_HEAD + "History:\nStep 0: <search>capital of france</search>\n\n" + SEARCH_TAIL
     )
+
+
+def test_search_history_keeps_the_rollouts_own_step_numbers() -> None:
+    """A file numbering its steps from 1 shows the same numbers the agent saw (memory_context)."""
+    steps = [
+        SearchStep(step_id="Step 1", action="<search>a</search>", observation="A.",
+                   memory_context=""),
+        SearchStep(step_id="Step 2", action="<answer>b</answer>", observation="",
+                   memory_context="Step 1: <search>a</search> <information>A.</information>"),
+    ]
+    drafts = SEARCH.layout.build_turns("What is it?", "BLOCK", steps, "q1/0", RenderOptions())
+    assert drafts[1].human == (
+        SEARCH_HEAD + "History:\n" + steps[1].memory_context + "\n\n" + SEARCH_TAIL
+    )
