@@ -138,6 +138,9 @@ class TextLayout:
     progress_later: str
     final_action: str | None = None  # answer of a synthetic last turn after a win; None: none
     win_reward: float = 10.0
+    # Post-checks that add or change turns (WebShop's navigation back) run here, before
+    # distillation, so the teacher writes the thought of every turn the corpus will show.
+    repairs: tuple[Any, ...] = ()
 
     def system(self, task: str, block: str) -> str:
         return self.system_template.format(task=task, block=block)
@@ -173,10 +176,16 @@ class TextLayout:
         steps: Sequence[Step],
         trajectory_id: str,
         options: RenderOptions,
+        counts: Counter[str] | None = None,
     ) -> list[TurnDraft]:
+        from pipeline.postchecks import apply_postchecks  # it builds on this module's TextTurn
+
         turns = self.turns_from_steps(steps, trajectory_id, options)
+        has_final = len(turns) == len(steps)  # one turn per step pair, plus the synthetic one
+        if self.repairs:
+            turns = apply_postchecks(turns, self.repairs, Counter() if counts is None else counts)
         humans = self.render_humans(turns, options.history)
-        synthetic_at = len(steps) - 1  # index of the synthetic turn, when there is one
+        synthetic_at = len(turns) - 1 if has_final else -1
         return [
             TurnDraft(human, t.action, t.observation, t.admissible, synthetic=k == synthetic_at)
             for k, (human, t) in enumerate(zip(humans, turns, strict=True))
@@ -326,6 +335,7 @@ class SearchLayout:
         steps: Sequence[Step],
         trajectory_id: str,
         options: RenderOptions,
+        counts: Counter[str] | None = None,
     ) -> list[TurnDraft]:
         drafts = []
         for i, step in enumerate(steps):

@@ -259,7 +259,7 @@ def distill(
             counts["trajectories_attempted"] += 1
             try:
                 drafts = layout.build_turns(
-                    record.task, blocks[category], steps, trajectory_id, options.render
+                    record.task, blocks[category], steps, trajectory_id, options.render, counts
                 )
             except LayoutError as exc:
                 counts["trajectories_failed"] += 1

@@ -18,7 +18,7 @@ from pipeline.action_semantics import (
 )
 from pipeline.conversations import Layout, SearchLayout, TextLayout
 from pipeline.parsing.formats import SEARCH_FORMAT, STEP_FORMAT, RolloutFormat
-from pipeline.postchecks import ALFWORLD_CHECKS, WEBSHOP_CHECKS, PostCheck
+from pipeline.postchecks import ALFWORLD_CHECKS, WEBSHOP_CHECKS, PostCheck, navigation_back
 
 
 @dataclass(frozen=True)
@@ -84,6 +84,7 @@ WEBSHOP_LAYOUT = TextLayout(
         "You are an expert autonomous agent operating in the WebShop e-commerce environment.\n"
         "Your task is to: {task}\n\n{block}"
     ),
+    repairs=(navigation_back,),
     **_TEXT_TURNS,
 )
 SEARCH_LAYOUT = SearchLayout(

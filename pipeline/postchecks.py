@@ -104,7 +104,11 @@ def navigation_back(turn: TextTurn, previous: TextTurn | None) -> Verdict:
     is split in two: on the detail page (its observation and list) the agent clicks `< prev`,
     with a fixed thought saying why; then, back on the product page (the observation and list
     of the turn that opened the detail page, which is what `< prev` returns to), it takes the
-    action it originally took, with its original thought.
+    action it originally took.
+
+    WebShop's layout runs this check as a repair before distillation (`TextLayout.repairs`), so
+    the teacher writes the thoughts of both turns for the pages they show; the fixed thought
+    below is only used when stage 4 meets a conversation distilled elsewhere that lacks it.
     """
     if previous is None or turn.action.lower() == NAVIGATE_BACK:
         return KEEP

@@ -153,3 +153,50 @@ def test_failed_episodes_are_skipped_unless_asked() -> None:
     kept = distill(records(episode(2, win=False)), ALFWORLD, BANK, teacher,
                    DistillOptions(include_failed=True))
     assert [c.extra_info.num_steps for c in kept.conversations] == [2]  # no synthetic done
+
+
+def test_webshop_navigation_back_is_inserted_before_the_teacher_writes_thoughts() -> None:
+    """After click[description] the agent must go back before buying; the inserted turn and
+    the resumed one are both shown to the teacher, so each thought fits its own page."""
+    from pipeline.envs import WEBSHOP
+    from pipeline.flatten import flatten
+
+    page = ["click[< prev]", "click[description]", "click[buy now]"]
+    steps = [
+        Step(step_id="Step -1", action=None, observation="WebShop [SEP] Search",
+             admissible_actions=["search[red shirt]"]),
+        Step(step_id="Step 00", action="search[red shirt]", observation="Results [SEP] B01",
+             admissible_actions=["click[b01]"]),
+        Step(step_id="Step 01", action="click[b01]", observation="Product page of B01",
+             admissible_actions=page),
+        Step(step_id="Step 02", action="click[description]", observation="Description of B01",
+             admissible_actions=["click[< prev]"]),
+        Step(step_id="Step 03", action="click[buy now]", observation="Thank you",
+             admissible_actions=[], reward=10.0, done=True),
+    ]
+    record = TrajectorySet(env_id="env001", task="i need a red shirt", type="all_success",
+                           trajectories=[steps])
+    asked: list[TeacherRequest[Any]] = []
+
+    def answer(request: TeacherRequest[Any]) -> dict[str, Any]:
+        asked.append(request)
+        indices = request.answer_model.expected_indices
+        return {"thoughts": [{"step_index": i, "thought": f"thought {i}"} for i in indices]}
+
+    bank = BANK.model_copy(update={"task_specific_skills": {}})
+    result = distill([record], WEBSHOP, bank, ScriptedTeacher(answer))
+    assert result.counts["inserted_navigation_back"] == 1
+    (conversation,) = result.conversations
+    gpt = [t.value for t in conversation.conversations if t.from_ == "gpt"]
+    human = [t.value for t in conversation.conversations if t.from_ == "human"]
+    assert [g.split("<action>")[1][:-9] for g in gpt] == [
+        "search[red shirt]", "click[b01]", "click[description]", "click[< prev]",
+        "click[buy now]",
+    ]
+    assert "current observation is: Description of B01" in human[3]  # back from the detail
+    assert "current observation is: Product page of B01" in human[4]  # buy on the product page
+    assert all(f"thought {i}" in gpt[i] for i in range(5))  # every thought came from the teacher
+    prompt = asked[0].messages[-1]["content"]
+    assert prompt.count("Action: click[< prev]") == 1
+    # flattening finds nothing left to insert
+    assert "inserted_navigation_back" not in flatten([conversation], WEBSHOP).counts
