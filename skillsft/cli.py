@@ -53,6 +53,13 @@ def add_teacher_flags(parser: argparse.ArgumentParser, *, per_stage_models: bool
     group.add_argument("--base-url", default=None, help="default: $OPENAI_BASE_URL")
     group.add_argument("--concurrency", type=int, default=None,
                        help="max requests in flight (default: $SKILLSFT_CONCURRENCY or 16)")
+    group.add_argument("--rpm", type=positive_int, default=None,
+                       help="cap on requests started per minute")
+    group.add_argument("--tpm", type=positive_int, default=None,
+                       help="cap on tokens (prompt estimate + max output) per minute")
+    group.add_argument("--prices", default=None, metavar="FILE",
+                       help='JSON {"model": [usd_per_1M_input, usd_per_1M_output]} overriding '
+                       "the built-in price table")
     if per_stage_models:
         group.add_argument("--memory-model", default=None)
         group.add_argument("--aggregate-model", default=None)

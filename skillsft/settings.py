@@ -63,10 +63,16 @@ def teacher_params(args: argparse.Namespace, environ: Mapping[str, str]) -> dict
         concurrency=getattr(args, "concurrency", None),
         model=getattr(args, "model", None),
     )
+    prices = getattr(args, "prices", None)
+    if prices and not Path(prices).is_file():
+        raise UsageError(f"--prices {prices} is not a file")
     params: dict[str, object] = {
         "teacher": resolved.teacher,
         "base_url": resolved.endpoint() if resolved.teacher == "openai" else "",
         "concurrency": resolved.concurrency,
+        "rpm": getattr(args, "rpm", None) or 0,
+        "tpm": getattr(args, "tpm", None) or 0,
+        "prices": str(Path(prices).resolve()) if prices else "",
     }
     for stage, flag in (("memory", "memory_model"), ("aggregate", "aggregate_model"),
                         ("distill", "distill_model")):

@@ -42,6 +42,10 @@ class TeacherParams:
     aggregate_model = luigi.Parameter(default="")
     distill_model = luigi.Parameter(default="")
     concurrency = luigi.IntParameter(default=16, significant=False)
+    # Pace and price knobs: they change how fast and what is reported, never the output.
+    rpm = luigi.IntParameter(default=0, significant=False)
+    tpm = luigi.IntParameter(default=0, significant=False)
+    prices = luigi.Parameter(default="", significant=False)
 
 
 class MemoryParams:

@@ -20,6 +20,9 @@ def build_teacher(task: Any, stage: str, model: str) -> Teacher:
         base_url=task.base_url or None,
         model=model or None,
         concurrency=task.concurrency,
+        rpm=task.rpm or None,
+        tpm=task.tpm or None,
+        price_file=task.prices or None,
     )
     return make_teacher(settings, journal_dir=Path(task.work_dir) / "journal", stage=stage)
 

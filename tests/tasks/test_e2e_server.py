@@ -149,3 +149,15 @@ def test_too_many_failed_distillations_fail_the_run(tmp_path: Path, server_facto
     assert process.returncode == 1
     assert b"trajectories of" in out and b"failed" in out
     assert not (work / "alfworld_sft_data.json").exists()
+
+
+def test_price_file_and_pace_flags_reach_the_teacher(tmp_path: Path, server_factory) -> None:
+    server = server_factory(responder=stage_responder)
+    prices = tmp_path / "prices.json"
+    prices.write_text('{"gpt-4o-mini": [1000000.0, 0.0]}')  # one dollar per prompt token
+    work = tmp_path / "w"
+    finish(skillsft("webshop", work, server.base_url, "--prices", str(prices), "--rpm", "100000",
+                    "--tpm", "100000000"))
+    usage = [u for _, m in iter_manifests(work) for u in m.get("teacher", [])]
+    assert usage and all(u["cost_usd"] == pytest.approx(u["prompt_tokens"]) for u in usage)
+    assert all(u["prompt_tokens"] > 0 for u in usage)
