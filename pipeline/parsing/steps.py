@@ -24,6 +24,8 @@ from pipeline.parsing.admissible import split_admissible
 TASK_MARKER = "Your task is to:"
 BANNER = "-= Welcome to TextWorld, ALFRED! =-"
 TURN_PARAGRAPH = "Now it's your turn to take an action."
+# Where the writer's instruction paragraph may begin (some writers omit its first sentence).
+INSTRUCTION_STARTS = (TURN_PARAGRAPH, "Once you've finished your reasoning")
 REASON_START = "You should first reason step-by-step"
 REASON_END = "<think> </think> tags."
 OBS_PREFIXES = ("Your current observation is:",)
@@ -215,10 +217,13 @@ def clean_observation(
     while k < n:
         line = lines[k]
         k += 1
-        if line.startswith(TURN_PARAGRAPH):
+        cut = min((p for p in (line.find(m) for m in INSTRUCTION_STARTS) if p >= 0), default=-1)
+        if cut >= 0:  # the instruction runs from here to the end of its paragraph
             while k < n and lines[k].strip():
                 k += 1
-            continue
+            line = line[:cut].rstrip()
+            if not line:
+                continue
         if REASON_START in line:
             begin = line.find(REASON_START)
             end = line.find(REASON_END, begin)

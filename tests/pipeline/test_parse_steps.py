@@ -224,3 +224,23 @@ def test_multi_line_raw_model_output_stays_whole_and_out_of_the_observation() ->
         "Parsed Action": "go to cabinet 1",
         "Valid Action": "True",
     }
+
+
+@pytest.mark.parametrize(
+    "tail",
+    [
+        " Now it's your turn to take an action. You should first reason step-by-step about the "
+        "current situation. This reasoning process MUST be enclosed within <think> </think> tags.",
+        "\nOnce you've finished your reasoning, you should choose an admissible action for "
+        "current step and present it within <action> </action> tags.",
+    ],
+    ids=["same-line", "second-sentence-only"],
+)
+def test_instruction_paragraph_is_stripped_wherever_it_starts(tail: str) -> None:
+    text = (
+        "Step -1 | Action: None | Reward: 0.0 | Done: False\nObs: WebShop [SEP] Search\n\n"
+        "Your task is to: buy a shirt.\n\n"
+        "Step 00 | Action: click[buy now] | Reward: 10.0 | Done: True\n"
+        "Obs: Thank you for shopping." + tail + "\n"
+    )
+    assert parse_step_rollout(text).steps[1].observation == "Thank you for shopping."
