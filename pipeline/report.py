@@ -346,9 +346,16 @@ def usage_by_model(usage: Iterable[TeacherUsage]) -> list[ModelUsage]:
     """Usage summed per model; the cost stays None if any stage could not price its calls."""
     models: dict[str, ModelUsage] = {}
     unknown_cost: set[str] = set()
+    unknown_reused: set[str] = set()
     for entry in usage:
         name = entry.model or "offline"
-        total = models.setdefault(name, ModelUsage(model=name, cost_usd=0.0))
+        total = models.setdefault(name, ModelUsage(model=name, cost_usd=0.0, reused_cost_usd=0.0))
+        total.reused_prompt_tokens += entry.reused_prompt_tokens
+        total.reused_completion_tokens += entry.reused_completion_tokens
+        if entry.reused_cost_usd is None:
+            unknown_reused.add(name)
+        else:
+            total.reused_cost_usd = (total.reused_cost_usd or 0.0) + entry.reused_cost_usd
         if entry.stage not in total.stages:
             total.stages.append(entry.stage)
         total.calls_new += entry.calls_new
@@ -362,6 +369,8 @@ def usage_by_model(usage: Iterable[TeacherUsage]) -> list[ModelUsage]:
             total.cost_usd = (total.cost_usd or 0.0) + entry.cost_usd
     for name in unknown_cost:
         models[name].cost_usd = None
+    for name in unknown_reused:
+        models[name].reused_cost_usd = None
     return [models[name] for name in sorted(models)]
 
 
@@ -512,9 +521,14 @@ def render_report_md(report: RunReport) -> str:
         out += ["", "### By model", ""]
         out.append(table(
             ["model", "stages", "new", "from journal", "failed", "prompt tok", "completion tok",
-             "cost"],
+             "cost", "reused tok", "reused cost"],
             ([m.model, ", ".join(m.stages), m.calls_new, m.calls_from_journal, m.calls_failed,
-              m.prompt_tokens, m.completion_tokens, money(m.cost_usd)] for m in d.models)))
+              m.prompt_tokens, m.completion_tokens, money(m.cost_usd),
+              m.reused_prompt_tokens + m.reused_completion_tokens, money(m.reused_cost_usd)]
+             for m in d.models)))
+        out += ["", "`cost` was paid by the run that made each output; `reused` answers came "
+                "from the journal, paid by an earlier run (priced with today's table): the "
+                "corpus cost both."]
     else:
         out.append("No teacher calls recorded.")
     out.append("")

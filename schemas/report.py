@@ -24,6 +24,10 @@ class TeacherUsage(StrictModel):
     completion_tokens: int = 0
     cost_usd: float | None = None
     failures: dict[str, int] = Field(default_factory=dict)  # reason -> failed calls
+    # answers reused from the journal: paid by an earlier run, priced with today's table
+    reused_prompt_tokens: int = 0
+    reused_completion_tokens: int = 0
+    reused_cost_usd: float | None = None
 
 
 # Added for stage 5 (run report and dataset card). Every field has a default so report.json
@@ -52,6 +56,9 @@ class ModelUsage(StrictModel):
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cost_usd: float | None = None
+    reused_prompt_tokens: int = 0
+    reused_completion_tokens: int = 0
+    reused_cost_usd: float | None = None
 
 
 class Distribution(StrictModel):

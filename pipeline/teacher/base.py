@@ -59,6 +59,11 @@ class BatchStats:
     completion_tokens: int = 0
     cost_usd: float | None = None
     failures: dict[str, int] = field(default_factory=dict)
+    # Answers taken from the journal were paid by an earlier run; their tokens and price are
+    # kept apart so a resumed run still says what its corpus cost in all.
+    reused_prompt_tokens: int = 0
+    reused_completion_tokens: int = 0
+    reused_cost_usd: float | None = None
 
 
 class Teacher(Protocol):

@@ -1,7 +1,8 @@
 """Counting what a batch did and cost, shown live on a tqdm bar and returned as BatchStats.
 
 Both teachers report through this one path, so offline and openai runs show and total the same
-things. Tokens and dollars count only calls paid for in this run; journal hits are free.
+things. Tokens and dollars count the calls paid for in this run; answers reused from the journal
+(paid by an earlier run) are counted apart, as `reused_*`.
 """
 
 from tqdm.auto import tqdm
@@ -30,6 +31,7 @@ class BatchTracker:
         self._price_known = self._prices.price(model) is not None
         if self._price_known:
             self.stats.cost_usd = 0.0
+            self.stats.reused_cost_usd = 0.0
         self._done = 0
         self._bar = tqdm(
             total=total, desc=f"teacher {stage}", unit="req", disable=not show_progress
@@ -51,6 +53,12 @@ class BatchTracker:
         self._done += 1
         if result.from_journal:
             self.stats.calls_from_journal += 1
+            self.stats.reused_prompt_tokens += result.prompt_tokens
+            self.stats.reused_completion_tokens += result.completion_tokens
+            cost = self._prices.cost(self.stats.model, result.prompt_tokens,
+                                     result.completion_tokens)
+            if cost is not None and self.stats.reused_cost_usd is not None:
+                self.stats.reused_cost_usd += cost
         if not result.ok:
             self.stats.calls_failed += 1
             kind = failure_kind(result.error or "unknown")

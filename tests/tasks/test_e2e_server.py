@@ -70,6 +70,7 @@ def test_faults_lose_nothing_and_change_nothing(tmp_path: Path, server_factory, 
     usage = [u for _, m in iter_manifests(work) for u in m.get("teacher", [])]
     assert {u["stage"] for u in usage} == {"memories", "aggregate", "distill"}
     assert all(u["calls_new"] == 0 and u["calls_from_journal"] > 0 for u in usage), usage
+    assert all(u["reused_prompt_tokens"] > 0 and u["reused_cost_usd"] > 0 for u in usage), usage
 
     # another distillation model leaves stages 1 and 2 alone
     dry = finish(skillsft(env, work, faulty.base_url, "--dry-run", "--distill-model", "other"))
