@@ -276,19 +276,6 @@ def build_tracks(memories: Sequence[Memory], spec: EnvSpec) -> tuple[list[Track]
     return tracks, counts
 
 
-def _add_stats(total: BatchStats, part: BatchStats) -> None:
-    total.model = part.model or total.model
-    total.calls_new += part.calls_new
-    total.calls_from_journal += part.calls_from_journal
-    total.calls_failed += part.calls_failed
-    total.prompt_tokens += part.prompt_tokens
-    total.completion_tokens += part.completion_tokens
-    if part.cost_usd is not None:
-        total.cost_usd = (total.cost_usd or 0.0) + part.cost_usd
-    for reason, count in part.failures.items():
-        total.failures[reason] = total.failures.get(reason, 0) + count
-
-
 def _outputs(answer: Any) -> list[dict[str, Any]]:
     drafts = answer.skills if isinstance(answer, SkillsAnswer) else answer.mistakes
     return [d.model_dump() for d in drafts]
@@ -311,7 +298,7 @@ def reduce_tracks(
         requests = [build_request(by_name[name], level, b, pending[name][b], environment, options)
                     for name, b in keys]
         results, part = teacher.run_batch(requests, stage=STAGE)
-        _add_stats(stats, part)
+        stats.absorb(part)
         answers: dict[str, list[list[dict[str, Any]]]] = {name: [] for name in pending}
         for (name, _), request, result in zip(keys, requests, results, strict=True):
             calls[name] += 1

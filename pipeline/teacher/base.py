@@ -65,6 +65,31 @@ class BatchStats:
     reused_completion_tokens: int = 0
     reused_cost_usd: float | None = None
 
+    def absorb(self, part: "BatchStats") -> None:
+        """Add another batch of the same stage (aggregation runs one batch per level).
+
+        A cost stays known only while every batch's cost is known."""
+        first = self.calls_new + self.calls_from_journal + self.calls_failed == 0
+        self.model = part.model or self.model
+        self.calls_new += part.calls_new
+        self.calls_from_journal += part.calls_from_journal
+        self.calls_failed += part.calls_failed
+        self.prompt_tokens += part.prompt_tokens
+        self.completion_tokens += part.completion_tokens
+        self.reused_prompt_tokens += part.reused_prompt_tokens
+        self.reused_completion_tokens += part.reused_completion_tokens
+        self.cost_usd = part.cost_usd if first else _sum_known(self.cost_usd, part.cost_usd)
+        self.reused_cost_usd = (
+            part.reused_cost_usd if first
+            else _sum_known(self.reused_cost_usd, part.reused_cost_usd)
+        )
+        for reason, count in part.failures.items():
+            self.failures[reason] = self.failures.get(reason, 0) + count
+
+
+def _sum_known(a: float | None, b: float | None) -> float | None:
+    return None if a is None or b is None else a + b
+
 
 class Teacher(Protocol):
     """Answers batches of requests for one stage; implementations: openai, offline."""
