@@ -14,20 +14,27 @@ class StageReport(StrictModel):
     wall_seconds: float | None = None
 
 
-class TeacherUsage(StrictModel):
-    stage: str
-    model: str
+class UsageCounts(StrictModel):
+    """Teacher calls, tokens and dollars: paid by this run, and reused from the journal (paid
+    by an earlier run, priced with today's table). None: a price was unknown."""
+
     calls_new: int = 0
     calls_from_journal: int = 0
     calls_failed: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cost_usd: float | None = None
-    failures: dict[str, int] = Field(default_factory=dict)  # reason -> failed calls
-    # answers reused from the journal: paid by an earlier run, priced with today's table
     reused_prompt_tokens: int = 0
     reused_completion_tokens: int = 0
     reused_cost_usd: float | None = None
+
+
+class TeacherUsage(UsageCounts):
+    """One stage's teacher usage, as its manifest recorded it."""
+
+    stage: str
+    model: str
+    failures: dict[str, int] = Field(default_factory=dict)  # reason -> failed calls
 
 
 # Added for stage 5 (run report and dataset card). Every field has a default so report.json
@@ -45,20 +52,11 @@ class StageDetail(StrictModel):
     written_at: str | None = None
 
 
-class ModelUsage(StrictModel):
+class ModelUsage(UsageCounts):
     """Teacher usage summed over every stage that called one model."""
 
     model: str
     stages: list[str] = Field(default_factory=list)
-    calls_new: int = 0
-    calls_from_journal: int = 0
-    calls_failed: int = 0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    cost_usd: float | None = None
-    reused_prompt_tokens: int = 0
-    reused_completion_tokens: int = 0
-    reused_cost_usd: float | None = None
 
 
 class Distribution(StrictModel):

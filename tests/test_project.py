@@ -1,6 +1,7 @@
 """Project-level promises: the README's test command is what CI runs, the library never imports
 luigi, the run scripts hand over to `skillsft run <env>`."""
 
+import os
 import re
 import subprocess
 import sys
@@ -48,8 +49,13 @@ def test_stage_code_never_branches_on_an_environment_name() -> None:
     assert not offenders, "\n".join(offenders)
 
 
-def test_run_scripts_hand_over_to_skillsft_run() -> None:
+def test_run_scripts_hand_over_to_skillsft_run(tmp_path: Path) -> None:
     for env in ("alfworld", "webshop", "search"):
-        script = (REPO_ROOT / f"run_{env}.sh").read_text()
-        assert f'skillsft run {env} "$@"' in script
-        assert (REPO_ROOT / f"run_{env}.sh").stat().st_mode & 0o111
+        script = REPO_ROOT / f"run_{env}.sh"
+        environ = {k: v for k, v in os.environ.items() if k not in ("ROLLOUT_DIR", "WORK_DIR")}
+        done = subprocess.run([str(script), "--dry-run", "--work-dir", str(tmp_path / env)],
+                              capture_output=True, text=True, env=environ)
+        assert done.returncode == 0, done.stderr
+        sample = REPO_ROOT / "examples" / "rollouts" / env
+        assert f"using the bundled sample {sample}" in done.stdout
+        assert "would run" in done.stdout
