@@ -59,3 +59,19 @@ def test_run_scripts_hand_over_to_skillsft_run(tmp_path: Path) -> None:
         sample = REPO_ROOT / "examples" / "rollouts" / env
         assert f"using the bundled sample {sample}" in done.stdout
         assert "would run" in done.stdout
+
+
+def test_every_flag_of_the_cli_contract_exists(shared_dir: Path) -> None:
+    """../shared/docs/CLI.md is the public interface: each flag it names must be accepted."""
+    from skillsft.cli import build_parser
+
+    contract = (shared_dir / "docs" / "CLI.md").read_text()
+    flags = set(re.findall(r"(?<![\w-])(--[a-z][a-z-]+)", contract))
+    parser = build_parser()
+    subparsers = next(a for a in parser._actions if a.dest == "command").choices
+    accepted = {option for sub in subparsers.values() for action in sub._actions
+                for option in action.option_strings}
+    assert flags and flags <= accepted, sorted(flags - accepted)
+    commands = set(re.findall(r"^    skillsft (\w+)", contract, re.MULTILINE))
+    assert len(commands) == 7, commands  # parse memories aggregate distill flatten publish report
+    assert commands <= set(subparsers), sorted(commands - set(subparsers))
