@@ -137,7 +137,7 @@ class TextLayout:
     progress_first: str
     progress_later: str
     final_action: str | None = None  # answer of a synthetic last turn after a win; None: none
-    win_reward: float = 10.0
+    win_reward: float = 10.0  # must equal the EnvSpec's (checked when the spec is built)
     # Post-checks that add or change turns (WebShop's navigation back) run here, before
     # distillation, so the teacher writes the thought of every turn the corpus will show.
     repairs: tuple[Any, ...] = ()

@@ -162,7 +162,6 @@ class Planned:
 def plan_requests(
     trajectory_id: str,
     goal: str,
-    category_label: str,
     block: str,
     drafts: list[TurnDraft],
     options: DistillOptions,
@@ -183,7 +182,6 @@ def plan_requests(
         )
         context = {
             "goal": goal,
-            "category_label": category_label,
             "steps": [
                 {
                     "index": i,
@@ -272,7 +270,7 @@ def distill(
                 reject("no_turns", f"{trajectory_id}: the trajectory has no action to learn from")
                 continue
             batch = plan_requests(
-                trajectory_id, record.task, spec.label(category), blocks[category], drafts, options
+                trajectory_id, record.task, blocks[category], drafts, options
             )
             counts["requests"] += len(batch)
             counts["windowed_trajectories"] += len(batch) > 1
@@ -485,8 +483,9 @@ def solve_distill(context: dict[str, Any]) -> DistillAnswer:
         thoughts=[
             StepThought(
                 step_index=step["index"],
-                thought=offline_thought(goal, step["observation"], step["action"], n == 0),
+                thought=offline_thought(goal, step["observation"], step["action"],
+                                        step["index"] == 0),
             )
-            for n, step in enumerate(steps)
+            for step in steps
         ]
     )

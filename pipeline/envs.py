@@ -44,6 +44,15 @@ class EnvSpec:
     # (pipeline/parsing/formats.py); a Search episode is a win when its reward >= win_reward.
     rollout_format: RolloutFormat = STEP_FORMAT
 
+    def __post_init__(self) -> None:
+        # A text layout decides wins too (which trajectories are distilled, the done turn):
+        # it must agree with the spec that parsing and memories read.
+        layout_win = getattr(self.layout, "win_reward", self.win_reward)
+        if layout_win != self.win_reward:
+            raise ValueError(
+                f"{self.name}: layout.win_reward {layout_win} != win_reward {self.win_reward}"
+            )
+
     def label(self, category: str) -> str:
         return self.category_labels.get(category, category.replace("_", " ").title())
 

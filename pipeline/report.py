@@ -32,6 +32,7 @@ from pydantic import ValidationError
 
 from pipeline.envs import EnvSpec, get_env
 from pipeline.render import BLOCK_TITLE
+from pipeline.teacher.pricing import PRICES_AS_OF
 from schemas.base import OpenModel
 from schemas.conversation import AlpacaRecord
 from schemas.reject import Reject
@@ -527,8 +528,8 @@ def render_report_md(report: RunReport) -> str:
               m.reused_prompt_tokens + m.reused_completion_tokens, money(m.reused_cost_usd)]
              for m in d.models)))
         out += ["", "`cost` was paid by the run that made each output; `reused` answers came "
-                "from the journal, paid by an earlier run (priced with today's table): the "
-                "corpus cost both."]
+                "from the journal, paid by an earlier run: the corpus cost both. Prices: the "
+                f"built-in table as of {PRICES_AS_OF} unless `--prices` overrode it."]
     else:
         out.append("No teacher calls recorded.")
     out.append("")

@@ -78,18 +78,29 @@ def add_run_flags(parser: argparse.ArgumentParser) -> None:
                        help="recompute STAGE and everything that depends on it")
 
 
-def add_stage_flags(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--all-trajectories", action="store_true",
-                        help="memories: one per kept trajectory instead of the first per env")
-    parser.add_argument("--max-failure-rate", type=float, default=0.10,
-                        help="memories: fail the stage when more memories than this fail")
-    parser.add_argument("--batch-size", type=int, default=40,
-                        help="aggregate: max items merged per teacher call")
-    parser.add_argument("--history", type=positive_int, default=5,
-                        help="distill: (observation, action) pairs shown per turn, >= 1")
-    parser.add_argument("--seed", type=int, default=0, help="distill: seed of the done turn")
-    parser.add_argument("--actions-only-history", action="store_true",
-                        help="search: drop retrieved information from the history (old layout)")
+# Each stage flag, and the stages it means something to (a single-stage command offers only its
+# own; `run` offers all).
+STAGE_FLAGS: tuple[tuple[tuple[str, ...], str, dict[str, object]], ...] = (
+    (("memories",), "--all-trajectories",
+     {"action": "store_true", "help": "one memory per kept trajectory, not per env"}),
+    (("memories", "aggregate", "distill"), "--max-failure-rate",
+     {"type": float, "default": 0.10,
+      "help": "fail the stage when a larger share of its items fail (default 0.10)"}),
+    (("aggregate",), "--batch-size",
+     {"type": positive_int, "default": 40, "help": "max items merged per teacher call"}),
+    (("distill", "flatten"), "--history",
+     {"type": positive_int, "default": 5, "help": "(observation, action) pairs per turn"}),
+    (("distill",), "--seed", {"type": int, "default": 0, "help": "seed of the done turn"}),
+    (("distill",), "--actions-only-history",
+     {"action": "store_true", "help": "search: no retrieved information in the history"}),
+)
+
+
+def add_stage_flags(parser: argparse.ArgumentParser, stage: str | None = None) -> None:
+    """The stage flags `stage` uses (all of them for `run`)."""
+    for stages, flag, options in STAGE_FLAGS:
+        if stage is None or stage in stages:
+            parser.add_argument(flag, **options)  # type: ignore[arg-type]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -104,6 +115,10 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--work-dir", default=None, help="default: $WORK_DIR, else ./runs/<env>")
     run.add_argument("--skill-bank", default=None, help="use this skill bank; skips stage 2")
     run.add_argument("--repo-id", default=None, help="publish to this Hub dataset repo at the end")
+    run.add_argument("--private", action="store_true", help="with --repo-id: a private repo")
+    run.add_argument("--revision", default=None, help="with --repo-id: the branch to commit to")
+    run.add_argument("--validation-fraction", type=float, default=0.0,
+                     help="with --repo-id: share of trajectories held out as a validation split")
     add_selection_flags(run)
     add_teacher_flags(run, per_stage_models=True)
     add_stage_flags(run)
@@ -131,7 +146,7 @@ def build_parser() -> argparse.ArgumentParser:
             stage.add_argument("--skill-bank", required=True)
         if name != "flatten":
             add_teacher_flags(stage, per_stage_models=False)
-        add_stage_flags(stage)
+        add_stage_flags(stage, name)
         add_run_flags(stage)
 
     publish = sub.add_parser("publish", help="stage 5: export the corpus, upload to the Hub")

@@ -102,14 +102,17 @@ def selection_params(args: argparse.Namespace) -> dict[str, object]:
 
 
 def stage_params(args: argparse.Namespace) -> dict[str, object]:
-    return {
-        "all_trajectories": args.all_trajectories,
-        "max_failure_rate": args.max_failure_rate,
-        "batch_size": args.batch_size,
-        "history": args.history,
-        "seed": args.seed,
-        "keep_information": not args.actions_only_history,
+    """The stage flags this command offers (a single stage offers only its own)."""
+    given = {
+        "all_trajectories": getattr(args, "all_trajectories", None),
+        "max_failure_rate": getattr(args, "max_failure_rate", None),
+        "batch_size": getattr(args, "batch_size", None),
+        "history": getattr(args, "history", None),
+        "seed": getattr(args, "seed", None),
+        "keep_information": (None if not hasattr(args, "actions_only_history")
+                             else not args.actions_only_history),
     }
+    return {name: value for name, value in given.items() if value is not None}
 
 
 def build_root_task(args: argparse.Namespace, environ: Mapping[str, str]) -> luigi.Task:
@@ -128,6 +131,9 @@ def build_root_task(args: argparse.Namespace, environ: Mapping[str, str]) -> lui
             rollout_dir=str(rollout_dir),
             skill_bank=args.skill_bank or "",
             repo_id=args.repo_id or "",
+            private=args.private,
+            revision=args.revision or "",
+            validation_fraction=args.validation_fraction,
             **selection_params(args),
             **teacher_params(args, environ),
             **stage_params(args),

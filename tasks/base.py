@@ -108,10 +108,6 @@ class StageTask(EnvParams, luigi.Task):
     def output(self) -> StageTarget:
         return StageTarget(self.output_file(), self.fingerprint())
 
-    def input_file(self, index: int = 0) -> Path:
-        deps = luigi.task.flatten(self.input())
-        return Path(deps[index].path)
-
     def run(self) -> None:
         started = time.monotonic()
         result = self.compute()

@@ -8,12 +8,12 @@ from tasks.targets import iter_manifests, write_bytes_atomically
 
 
 def detect_env(work_dir: Path) -> str:
-    """The environment whose corpus lies in the work dir (from the flatten manifest)."""
+    """The environment whose corpus lies in the work dir (every stage manifest records it)."""
     for _name, manifest in iter_manifests(work_dir):
         env = manifest.get("params", {}).get("env")
         if env:
             return str(env)
-    raise SystemExit(f"skillsft report: {work_dir} holds no finished stage; run `skillsft run`")
+    raise SystemExit(f"skillsft: {work_dir} holds no finished stage; run `skillsft run` first")
 
 
 def report_command(work_dir: Path) -> None:

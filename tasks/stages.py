@@ -232,7 +232,7 @@ class Distill(FromInputs, SelectionParams, TeacherParams, MemoryParams, Aggregat
 class Flatten(FromInputs, SelectionParams, TeacherParams, MemoryParams, AggregateParams,
               DistillParams, StageTask):
     stage = "flatten"
-    shaping_params = RENDERING
+    shaping_params = ("history",)  # the records' layout; seed and information live upstream
     skill_bank = luigi.Parameter(default="")
 
     @property
@@ -308,6 +308,9 @@ class RunEnv(SelectionParams, TeacherParams, MemoryParams, AggregateParams, Dist
     work_dir = luigi.Parameter()
     skill_bank = luigi.Parameter(default="")
     repo_id = luigi.Parameter(default="")
+    private = luigi.BoolParameter(default=False)
+    revision = luigi.Parameter(default="")
+    validation_fraction = luigi.FloatParameter(default=0.0)
 
     def requires(self) -> list[luigi.Task]:
         wanted: list[luigi.Task] = [self.clone(BuildReport)]

@@ -23,7 +23,7 @@ AnswerT = TypeVar("AnswerT", bound=BaseModel)
 @dataclass(frozen=True)
 class TeacherRequest(Generic[AnswerT]):
     request_id: str  # the caller's id for the item (e.g. an env id); unique within a batch
-    kind: str  # request type, e.g. "memory", "aggregate_general", "distill"
+    kind: str  # request type, e.g. "memory", "aggregate_skills", "distill"
     messages: tuple[dict[str, str], ...]
     answer_model: type[AnswerT]
     prompt_version: str

@@ -55,7 +55,8 @@ def test_alfworld_offline_memories_one_per_env_by_default():
     for memory in result.memories:
         assert re.fullmatch(r"mem_alfworld_[0-9a-f]{8}", memory.memory_id)
         assert memory.tags.environment == "Alfworld"
-        assert memory.metadata == {"source": "offline", "category": memory.metadata["category"],
+        category = get_env("alfworld").classify_task(memory.content.task_meta.original_goal, None)
+        assert memory.metadata == {"source": "offline", "category": category,
                                    "trajectory_index": 0,
                                    "prompt_version": PROMPT_VERSIONS["memory"]}
         guidelines = memory.content.strategic_guidelines

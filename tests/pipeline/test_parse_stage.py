@@ -28,14 +28,17 @@ def test_every_sample_file_matches_truth(alfworld_sample: Path) -> None:
         assert episode.task == entry["task"], entry["file"]
         assert [s.action for s in episode.steps[1:]] == entry["actions"], entry["file"]
         assert episode.succeeded(10.0) == entry["won"], entry["file"]
+        assert episode.steps[0].action is None and episode.steps[0].step_id == "Step -1"
         for step in episode.steps:
             assert "admissible" not in step.observation and "Your task" not in step.observation
             assert "Raw Model Output" not in step.observation
-            assert (
-                step.action is None
-                or step.action in episode.steps[0].admissible_actions
-                or (step.step_id != "Step -1")
-            )
+        # the actions outside the list shown with the step before them are exactly the
+        # inadmissible ones the engine reported (so the lists were parsed whole and in place)
+        outside = [step.action not in before.admissible_actions
+                   for before, step in zip(episode.steps[:-1], episode.steps[1:], strict=True)]
+        assert sum(outside) == entry["n_inadmissible"], entry["file"]
+        kinds = entry["step_kinds"]
+        assert all(out for out, kind in zip(outside, kinds, strict=True) if kind == "invalid")
         if entry["raw_model_output"]:
             assert all("Raw Model Output" in s.metadata for s in episode.steps[1:])
 

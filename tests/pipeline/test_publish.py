@@ -87,8 +87,8 @@ def test_large_corpora_are_sharded_in_order(work_dir: Path) -> None:
 def test_validation_split_keeps_trajectories_whole_and_is_seeded(work_dir: Path) -> None:
     options = PublishOptions(validation_fraction=0.25, seed=7)
     export = export_local(work_dir, "alfworld", options)
-    assert export.splits == {"train": export.splits["train"],
-                             "validation": export.splits["validation"]}
+    assert set(export.splits) == {"train", "validation"}
+    assert export.splits["train"] > 0 and export.splits["validation"] > 0
     folder = work_dir / "hub" / "alfworld"
     train = parquet_rows(sorted(folder.glob("train-*.parquet")))
     validation = parquet_rows(sorted(folder.glob("validation-*.parquet")))

@@ -196,7 +196,7 @@ def test_rollout_dir_without_rollouts_fails_at_once(tmp_path: Path, capsys) -> N
     assert "no .txt rollout files" in capsys.readouterr().err
 
 
-def test_failed_stage_gives_nonzero_exit_and_keeps_finished_work(tmp_path: Path) -> None:
+def test_failed_stage_gives_nonzero_exit_and_writes_no_output(tmp_path: Path) -> None:
     bad = tmp_path / "processed.json"
     bad.write_text('[{"env_id": "env1", "task": "x", "type": "all_success"}]')  # no trajectories
     code = main(["memories", "alfworld", "--teacher", "offline", "--input", str(bad),
@@ -272,3 +272,17 @@ def test_report_and_publish_dry_run_commands_on_a_finished_run(tmp_path: Path, c
     assert "would upload to me/x@main" in out
     assert "alfworld/train-00000-of-00001.parquet" in out and "README.md" in out
     assert main(["publish", "--work-dir", str(work)]) == 2  # neither a repo id nor --dry-run
+
+
+@pytest.mark.parametrize(
+    ("command", "foreign_flag"),
+    [("memories", "--batch-size"), ("aggregate", "--history"), ("flatten", "--seed"),
+     ("flatten", "--max-failure-rate")],
+)
+def test_a_single_stage_refuses_flags_of_other_stages(
+    tmp_path: Path, command: str, foreign_flag: str
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main([command, "alfworld", "--input", "x.json", "--output", str(tmp_path / "o.json"),
+              foreign_flag, "3"])
+    assert exited.value.code == 2
