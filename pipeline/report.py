@@ -346,32 +346,12 @@ def stage_reports(
 def usage_by_model(usage: Iterable[TeacherUsage]) -> list[ModelUsage]:
     """Usage summed per model; the cost stays None if any stage could not price its calls."""
     models: dict[str, ModelUsage] = {}
-    unknown_cost: set[str] = set()
-    unknown_reused: set[str] = set()
     for entry in usage:
         name = entry.model or "offline"
         total = models.setdefault(name, ModelUsage(model=name, cost_usd=0.0, reused_cost_usd=0.0))
-        total.reused_prompt_tokens += entry.reused_prompt_tokens
-        total.reused_completion_tokens += entry.reused_completion_tokens
-        if entry.reused_cost_usd is None:
-            unknown_reused.add(name)
-        else:
-            total.reused_cost_usd = (total.reused_cost_usd or 0.0) + entry.reused_cost_usd
+        total.add(entry)
         if entry.stage not in total.stages:
             total.stages.append(entry.stage)
-        total.calls_new += entry.calls_new
-        total.calls_from_journal += entry.calls_from_journal
-        total.calls_failed += entry.calls_failed
-        total.prompt_tokens += entry.prompt_tokens
-        total.completion_tokens += entry.completion_tokens
-        if entry.cost_usd is None:
-            unknown_cost.add(name)
-        else:
-            total.cost_usd = (total.cost_usd or 0.0) + entry.cost_usd
-    for name in unknown_cost:
-        models[name].cost_usd = None
-    for name in unknown_reused:
-        models[name].reused_cost_usd = None
     return [models[name] for name in sorted(models)]
 
 

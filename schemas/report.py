@@ -28,6 +28,18 @@ class UsageCounts(StrictModel):
     reused_completion_tokens: int = 0
     reused_cost_usd: float | None = None
 
+    def add(self, other: "UsageCounts") -> None:
+        """Sum another usage into this one; a cost stays known only while every part's is."""
+        for name in _COUNTS:
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        for name in ("cost_usd", "reused_cost_usd"):
+            mine, theirs = getattr(self, name), getattr(other, name)
+            setattr(self, name, None if mine is None or theirs is None else mine + theirs)
+
+
+_COUNTS = ("calls_new", "calls_from_journal", "calls_failed", "prompt_tokens",
+           "completion_tokens", "reused_prompt_tokens", "reused_completion_tokens")
+
 
 class TeacherUsage(UsageCounts):
     """One stage's teacher usage, as its manifest recorded it."""
