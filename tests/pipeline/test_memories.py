@@ -143,3 +143,24 @@ def test_too_many_failures_raise_with_env_ids():
                                MemoryOptions(failure_threshold=0.15))
     assert len(result.memories) == 17
     assert isinstance(result.stats, BatchStats)
+
+
+def test_memory_prompt_does_not_grow_with_the_trajectory() -> None:
+    """A 2,000-step episode with long observations costs no more prompt than a 100-step one."""
+    from pipeline.memories import MemoryOptions, build_context, build_memory_request
+    from schemas.trajectory import Step, TrajectorySet
+
+    def prompt_chars(n_steps: int) -> int:
+        steps = [Step(step_id="Step -1", action=None, observation="Room. " * 400)]
+        steps += [Step(step_id=f"Step {i:02d}", action=f"go to shelf {i % 7 + 1}",
+                       observation="You see things. " * 200, done=i == n_steps - 1)
+                  for i in range(n_steps)]
+        record = TrajectorySet(env_id="env001", task="put a mug in shelf", type="all_fail",
+                               trajectories=[steps])
+        request = build_memory_request(build_context(record, 0, get_env("alfworld")),
+                                       MemoryOptions())
+        return sum(len(m["content"]) for m in request.messages)
+
+    short, long = prompt_chars(100), prompt_chars(2000)
+    assert long - short < 100  # only the "(N steps omitted)" count differs
+    assert long < 40_000
