@@ -286,3 +286,31 @@ def test_a_single_stage_refuses_flags_of_other_stages(
         main([command, "alfworld", "--input", "x.json", "--output", str(tmp_path / "o.json"),
               foreign_flag, "3"])
     assert exited.value.code == 2
+
+
+def test_outputs_do_not_depend_on_the_hash_seed(tmp_path: Path) -> None:
+    """Two processes with different PYTHONHASHSEED (set and dict orders that could leak into
+    offline answers or aggregation) write byte-identical files."""
+    import os
+    import subprocess
+    import sys
+
+    released = SAMPLES.parents[1].parent / "shared" / "data" / "skillrl-memory" / "webshop"
+    outputs = {}
+    for seed in ("1", "2"):
+        work = tmp_path / seed
+        env = {**os.environ, "PYTHONHASHSEED": seed}
+        commands = [["run", "alfworld", "--teacher", "offline", "--work-dir", str(work)]]
+        if released.is_dir():
+            inputs = [arg for path in sorted(released.glob("generated_memories_*.json"))
+                      for arg in ("--input", str(path))]
+            commands.append(["aggregate", "webshop", "--teacher", "offline", *inputs,
+                             "--output", str(work / "released_bank.json")])
+        for command in commands:
+            done = subprocess.run([sys.executable, "-m", "skillsft", *command], env=env,
+                                  capture_output=True, cwd=SAMPLES.parents[1])
+            assert done.returncode == 0, done.stderr[-2000:]
+        outputs[seed] = {p.name: p.read_bytes() for p in sorted(work.glob("*.json"))
+                         if p.name != "report.json"}  # the report carries times
+    assert len(outputs["1"]) >= 5
+    assert outputs["1"] == outputs["2"]
