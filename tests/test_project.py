@@ -75,3 +75,15 @@ def test_every_flag_of_the_cli_contract_exists(shared_dir: Path) -> None:
     commands = set(re.findall(r"^    skillsft (\w+)", contract, re.MULTILINE))
     assert len(commands) == 7, commands  # parse memories aggregate distill flatten publish report
     assert commands <= set(subparsers), sorted(commands - set(subparsers))
+
+
+def test_a_direct_luigi_call_from_the_repo_exits_non_zero_on_failure(tmp_path: Path) -> None:
+    """luigi.cfg's [retcode] section: users who drive the tasks with `luigi` get exit codes."""
+    luigi_bin = Path(sys.executable).with_name("luigi")
+    done = subprocess.run(
+        [str(luigi_bin), "--module", "tasks.stages", "ParseRollouts", "--env", "alfworld",
+         "--work-dir", str(tmp_path / "w"), "--rollout-dir", str(tmp_path / "missing"),
+         "--local-scheduler"],
+        cwd=REPO_ROOT, capture_output=True, text=True,
+    )
+    assert done.returncode == 30, done.stderr[-1000:]  # task_failed
