@@ -13,7 +13,7 @@ import luigi
 
 from pipeline import jsonio
 from pipeline.envs import get_env
-from pipeline.errors import TooManyFailures, check_failure_rate
+from pipeline.errors import InputError, TooManyFailures, check_failure_rate
 from pipeline.records import load_trajectory_records
 from schemas import Reject
 from tasks.base import StageOutput, StageTask, hash_file, signature_of_tree
@@ -118,23 +118,25 @@ class GenerateMemories(FromInputs, SelectionParams, TeacherParams, MemoryParams,
         from pipeline.memories import MemoryOptions, generate_memories
 
         source = self.input_files()[0]
-        loaded = load_trajectory_records(source, self.stage)
+        records = jsonio.load(source)
+        if not isinstance(records, list):
+            raise InputError(f"{source}: expected a JSON list of processed trajectories "
+                             "(FORMATS.md section 3)")
         teacher = build_teacher(self, "memory", self.memory_model)
         options = MemoryOptions(
             all_trajectories=self.all_trajectories, failure_threshold=self.max_failure_rate
         )
-        result = generate_memories(loaded.records, get_env(self.env), teacher, options)
-        rejects = loaded.rejects + [
+        # It validates each record itself (a bad one is a failure with its reason) and applies
+        # the failure threshold over records and trajectories alike.
+        result = generate_memories(records, get_env(self.env), teacher, options)
+        rejects = [
             Reject(stage=self.stage, file=str(source), reason=f.reason,
                    detail=f"env {f.env_id}, trajectory {f.trajectory_index}: {f.detail}")
             for f in result.failures
         ]
-        # Every attempted unit ends as a memory or a failure; unreadable records count too.
-        check_failure_rate(len(rejects), len(rejects) + len(result.memories),
-                           self.max_failure_rate, f"memories from {source}", examples(rejects))
         return StageOutput(
             payload=jsonio.dumps(result.memories),
-            counts={**result.counts, "inputs": len(loaded.records) + len(loaded.rejects),
+            counts={**result.counts, "inputs": len(records),
                     "outputs": len(result.memories), "rejected": len(rejects)},
             teacher=[stats_to_dict(result.stats)],
             side_files={"memories_rejects.jsonl": rejects_lines(rejects)},
