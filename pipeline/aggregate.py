@@ -285,7 +285,7 @@ def reduce_tracks(
     tracks: Sequence[Track], environment: str, teacher: Teacher, options: AggregateOptions
 ) -> tuple[dict[str, list[dict[str, Any]]], BatchStats, dict[str, int]]:
     """Reduce every track to one answer's drafts, level by level (see module docstring)."""
-    stats = BatchStats(stage=STAGE, model="")
+    stats = BatchStats(stage=STAGE, model="", cost_usd=0.0, reused_cost_usd=0.0)
     finals: dict[str, list[dict[str, Any]]] = {t.name: [] for t in tracks}
     calls: Counter[str] = Counter()
     by_name = {t.name: t for t in tracks}

@@ -5,7 +5,6 @@ scheduler); `TeacherSettings.resolve` reads it here, inside the worker, from
 OPENAI_API_KEY / DEEPSEEK_API_KEY.
 """
 
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -28,4 +27,4 @@ def build_teacher(task: Any, stage: str, model: str) -> Teacher:
 
 
 def stats_to_dict(stats: BatchStats) -> dict[str, Any]:
-    return asdict(stats)
+    return stats.model_dump(mode="json")

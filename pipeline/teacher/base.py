@@ -12,10 +12,12 @@ rendered messages already are.
 """
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
 from pydantic import BaseModel
+
+from schemas.report import TeacherUsage
 
 AnswerT = TypeVar("AnswerT", bound=BaseModel)
 
@@ -46,49 +48,17 @@ class TeacherResult(Generic[AnswerT]):
         return self.answer is not None
 
 
-@dataclass
-class BatchStats:
-    """What one batch cost: fed into the run report and the progress bar."""
-
-    stage: str
-    model: str
-    calls_new: int = 0
-    calls_from_journal: int = 0
-    calls_failed: int = 0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    cost_usd: float | None = None
-    failures: dict[str, int] = field(default_factory=dict)
-    # Answers taken from the journal were paid by an earlier run; their tokens and price are
-    # kept apart so a resumed run still says what its corpus cost in all.
-    reused_prompt_tokens: int = 0
-    reused_completion_tokens: int = 0
-    reused_cost_usd: float | None = None
+class BatchStats(TeacherUsage):
+    """What one batch cost (calls, tokens, dollars, failures by reason): the same record the
+    stage manifests and the run report keep, so nothing is copied field by field."""
 
     def absorb(self, part: "BatchStats") -> None:
-        """Add another batch of the same stage (aggregation runs one batch per level).
-
-        A cost stays known only while every batch's cost is known."""
-        first = self.calls_new + self.calls_from_journal + self.calls_failed == 0
+        """Add another batch of the same stage (aggregation runs one batch per level). Start
+        from costs of 0.0 to sum: a cost stays known only while every batch's cost is known."""
         self.model = part.model or self.model
-        self.calls_new += part.calls_new
-        self.calls_from_journal += part.calls_from_journal
-        self.calls_failed += part.calls_failed
-        self.prompt_tokens += part.prompt_tokens
-        self.completion_tokens += part.completion_tokens
-        self.reused_prompt_tokens += part.reused_prompt_tokens
-        self.reused_completion_tokens += part.reused_completion_tokens
-        self.cost_usd = part.cost_usd if first else _sum_known(self.cost_usd, part.cost_usd)
-        self.reused_cost_usd = (
-            part.reused_cost_usd if first
-            else _sum_known(self.reused_cost_usd, part.reused_cost_usd)
-        )
+        self.add(part)
         for reason, count in part.failures.items():
             self.failures[reason] = self.failures.get(reason, 0) + count
-
-
-def _sum_known(a: float | None, b: float | None) -> float | None:
-    return None if a is None or b is None else a + b
 
 
 class Teacher(Protocol):
