@@ -105,22 +105,17 @@ def test_the_key_covers_everything_that_shapes_the_answer():
     assert len(keys) == 6
 
 
+def teacher_run_command(base_url: str, work_dir, count: int, concurrency: int) -> list[str]:
+    """One teacher batch in its own process (tests/support/teacher_run.py)."""
+    return [sys.executable, "-m", "tests.support.teacher_run", "--base-url", base_url,
+            "--work-dir", str(work_dir), "--count", str(count),
+            "--concurrency", str(concurrency)]
+
+
 def test_kill_9_half_way_then_rerun_pays_only_for_what_was_in_flight(tmp_path):
     count, concurrency = 120, 4
     server, base_url = start_server_process("--latency", "0.05")
-    command = [
-        sys.executable,
-        "-m",
-        "tests.support.teacher_run",
-        "--base-url",
-        base_url,
-        "--work-dir",
-        str(tmp_path),
-        "--count",
-        str(count),
-        "--concurrency",
-        str(concurrency),
-    ]
+    command = teacher_run_command(base_url, tmp_path, count, concurrency)
     try:
         run = subprocess.Popen(command, cwd=REPO_ROOT, stdout=subprocess.PIPE, text=True)
         deadline = time.monotonic() + 60
@@ -148,19 +143,7 @@ def test_kill_9_half_way_then_rerun_pays_only_for_what_was_in_flight(tmp_path):
 def test_two_processes_running_the_same_batch_pay_once_per_request(tmp_path):
     count = 60
     server, base_url = start_server_process("--latency", "0.05")
-    command = [
-        sys.executable,
-        "-m",
-        "tests.support.teacher_run",
-        "--base-url",
-        base_url,
-        "--work-dir",
-        str(tmp_path),
-        "--count",
-        str(count),
-        "--concurrency",
-        "4",
-    ]
+    command = teacher_run_command(base_url, tmp_path, count, 4)
     try:
         runs = [
             subprocess.Popen(command, cwd=REPO_ROOT, stdout=subprocess.PIPE, text=True)
