@@ -18,7 +18,7 @@ from luigi.execution_summary import LuigiStatusCode
 
 from pipeline.envs import ENVS
 from skillsft import settings
-from tasks.base import StageTask, walk_graph
+from tasks.base import StageTask, input_signatures_frozen, walk_graph
 from tasks.summary import print_summary
 
 STAGES = ("parse", "memories", "aggregate", "distill", "flatten", "report", "publish")
@@ -164,7 +164,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def execute(root: luigi.Task, args: argparse.Namespace) -> int:
-    """Force, dry-run or build the graph under `root`; 0 only when every task completed."""
+    """Force, dry-run or build the graph under `root`; 0 only when every task completed.
+
+    Inputs from outside the graph are signed once for the whole command, not at every
+    fingerprint Luigi asks for."""
+    with input_signatures_frozen():
+        return build_graph(root, args)
+
+
+def build_graph(root: luigi.Task, args: argparse.Namespace) -> int:
     graph = list(walk_graph(root))
     forced = {t.task_id for t in graph if isinstance(t, StageTask) and t.stage_name() in args.force}
     retried = {t.task_id for t in graph if isinstance(t, StageTask) and t.complete()

@@ -5,10 +5,11 @@ A stage task is thin by design: `compute()` reads its inputs, calls one function
 and how re-runs are decided lives here, once.
 """
 
+import contextlib
 import hashlib
 import os
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
@@ -31,7 +32,44 @@ class StageOutput:
     side_files: dict[str, bytes] = field(default_factory=dict)  # name beside output -> bytes
 
 
+# Signatures of inputs from outside the graph, kept only inside `input_signatures_frozen()`:
+# Luigi asks every task for its fingerprint many times per build (a run walked the rollout
+# folder 65 times), and during one build the inputs do not change. Outside the block nothing is
+# kept, so a long-lived process that builds twice sees files edited in between.
+_FROZEN: dict[tuple[str, str], str] | None = None
+
+
+@contextlib.contextmanager
+def input_signatures_frozen() -> Iterator[None]:
+    global _FROZEN
+    _FROZEN = {}
+    try:
+        yield
+    finally:
+        _FROZEN = None
+
+
+def _signature(kind: str, path: Path, compute: Callable[[Path], str]) -> str:
+    if _FROZEN is None:
+        return compute(path)
+    key = (kind, str(path))
+    if key not in _FROZEN:
+        _FROZEN[key] = compute(path)
+    return _FROZEN[key]
+
+
 def hash_file(path: Path) -> str:
+    """sha256 of a file's bytes (user-given input files)."""
+    return _signature("file", path, _hash_file)
+
+
+def signature_of_tree(root: Path) -> str:
+    """A cheap signature of a folder's files (relative path, size, mtime), so edited, added or
+    removed rollout files make stage 1 run again without hashing gigabytes of text."""
+    return _signature("tree", root, _signature_of_tree)
+
+
+def _hash_file(path: Path) -> str:
     digest = hashlib.sha256()
     with open(path, "rb") as handle:
         for chunk in iter(lambda: handle.read(1 << 20), b""):
@@ -39,9 +77,7 @@ def hash_file(path: Path) -> str:
     return digest.hexdigest()
 
 
-def signature_of_tree(root: Path) -> str:
-    """A cheap signature of a folder's files (relative path, size, mtime), so edited, added or
-    removed rollout files make stage 1 run again without hashing gigabytes of text."""
+def _signature_of_tree(root: Path) -> str:
     digest = hashlib.sha256()
     for dirpath, dirnames, filenames in os.walk(root):
         dirnames.sort()
@@ -88,7 +124,8 @@ class StageTask(EnvParams, luigi.Task):
     def fingerprint(self) -> str:
         """Hash of what shapes this output. Not cached on the instance: Luigi reuses task
         instances with equal parameters within a process, and the inputs outside the graph
-        (rollout files, user files) may have changed between two builds."""
+        (rollout files, user files) may have changed between two builds; their signatures are
+        kept only for the length of one build (`input_signatures_frozen`)."""
         body = {
             "task": self.get_task_family(),
             "code": CODE_VERSION,
