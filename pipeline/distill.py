@@ -228,11 +228,7 @@ def distill(
 ) -> DistillResult:
     """Turn processed trajectories into conversations, one per kept trajectory, in input order."""
     options = options or DistillOptions()
-    if spec.layout is None:
-        raise ValueError(
-            f"environment {spec.name!r} has no turn layout; add one in pipeline/envs.py"
-        )
-    layout = spec.layout
+    layout = spec.turn_layout()
     counts: Counter[str] = Counter()
     failures: list[Reject] = []
     blocks: dict[str, str] = {}
@@ -322,8 +318,7 @@ def collect_thoughts(
 def build_conversation(
     spec: "EnvSpec", item: Planned, thoughts: list[str], source: str
 ) -> Conversation:
-    layout = spec.layout
-    assert layout is not None
+    layout = spec.turn_layout()
     turns = []
     for draft, thought in zip(item.drafts, thoughts, strict=True):
         turns.append(Turn(from_="human", value=draft.human))

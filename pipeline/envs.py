@@ -53,6 +53,14 @@ class EnvSpec:
                 f"{self.name}: layout.win_reward {layout_win} != win_reward {self.win_reward}"
             )
 
+    def turn_layout(self) -> Layout:
+        """The layout stages 3-4 render with; an environment without one cannot get there."""
+        if self.layout is None:
+            raise ValueError(
+                f"environment {self.name!r} has no turn layout; add one in pipeline/envs.py"
+            )
+        return self.layout
+
     def label(self, category: str) -> str:
         return self.category_labels.get(category, category.replace("_", " ").title())
 

@@ -49,10 +49,7 @@ def flatten(
 ) -> FlattenResult:
     """Alpaca records for every conversation, in order, with drop/rewrite/insert counts."""
     options = options or FlattenOptions()
-    if spec.layout is None:
-        raise ValueError(
-            f"environment {spec.name!r} has no turn layout; add one in pipeline/envs.py"
-        )
+    layout = spec.turn_layout()
     counts: Counter[str] = Counter()
     records: list[AlpacaRecord] = []
     rejects: list[Reject] = []
@@ -60,7 +57,7 @@ def flatten(
     for number, conversation in enumerate(conversations):
         counts["conversations_in"] += 1
         try:
-            produced = spec.layout.alpaca_records(
+            produced = layout.alpaca_records(
                 conversation, spec.postchecks, options.render, counts
             )
         except LayoutError as exc:

@@ -85,12 +85,7 @@ class ParseRollouts(SelectionParams, StageTask):
 
         options = SelectionOptions(
             search_source_ranges=tuple(SourceRange.parse(r) for r in self.source_ranges),
-            min_trajs_per_env=self.min_trajs_per_env,
-            n_trajs_per_env=self.n_trajs_per_env,
-            n_success_envs=self.n_success_envs,
-            n_fail_envs=self.n_fail_envs,
-            include_mixed=self.include_mixed,
-            failure_ratio=self.failure_ratio,
+            **{name: getattr(self, name) for name in SELECTION if name != "source_ranges"},
         )
         result = parse_rollouts(get_env(self.env), Path(self.rollout_dir), options, progress=True)
         return StageOutput(

@@ -65,6 +65,17 @@ _ENDPOINT_MODES: dict[str, ResponseMode] = {}
 RATE_LIMIT_ROUNDS = 4  # extra rounds after the client's own retries gave up on a 429
 
 
+def failed_result(
+    request: TeacherRequest[Any], error: str, raw_text: str | None, prompt_tokens: int,
+    completion_tokens: int, attempts: int,
+) -> TeacherResult[Any]:
+    """A request's recorded failure: the reason, the last raw answer and what it cost."""
+    return TeacherResult(
+        request_id=request.request_id, answer=None, error=error, raw_text=raw_text,
+        prompt_tokens=prompt_tokens, completion_tokens=completion_tokens, attempts=attempts,
+    )
+
+
 def is_reasoning_model(model: str) -> bool:
     return bool(_REASONING_MODEL.match(model.rsplit("/", 1)[-1]))
 
@@ -284,15 +295,9 @@ class _BatchRun:
             try:
                 record = await self._call(request, messages)
             except _CallFailed as failure:
-                return TeacherResult(
-                    request_id=request.request_id,
-                    answer=None,
-                    error=f"{failure.kind}: {failure.detail}",
-                    raw_text=raw_text,
-                    prompt_tokens=prompt_tokens,
-                    completion_tokens=completion_tokens,
-                    attempts=attempt,
-                )
+                error = f"{failure.kind}: {failure.detail}"
+                return failed_result(request, error, raw_text, prompt_tokens, completion_tokens,
+                                     attempt)
             raw_text = record.raw_text
             prompt_tokens += record.prompt_tokens
             completion_tokens += record.completion_tokens
@@ -301,15 +306,9 @@ class _BatchRun:
                 answer = parse_answer(raw_text, record.finish_reason, request.answer_model)
             except AnswerProblem as problem:
                 if attempt > self.settings.reask_limit:
-                    return TeacherResult(
-                        request_id=request.request_id,
-                        answer=None,
-                        error=f"{problem.kind}: {problem.detail} (after {attempt} answers)",
-                        raw_text=raw_text,
-                        prompt_tokens=prompt_tokens,
-                        completion_tokens=completion_tokens,
-                        attempts=attempt,
-                    )
+                    error = f"{problem.kind}: {problem.detail} (after {attempt} answers)"
+                    return failed_result(request, error, raw_text, prompt_tokens,
+                                         completion_tokens, attempt)
                 messages = reask_messages(messages, raw_text, problem)
                 continue
             return TeacherResult(
