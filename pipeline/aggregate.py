@@ -21,13 +21,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
-
-from pipeline.envs import EnvSpec
-from pipeline.errors import SkillsftError
-from pipeline.teacher.base import BatchStats, Teacher, TeacherRequest, register_offline_solver
-from schemas.memory import Memory
-from schemas.memory_answers import MistakeDraft, MistakesAnswer, SkillDraft, SkillsAnswer
-from schemas.skill_bank import CommonMistake, Skill, SkillBank
+from skillsft.pipeline.envs import EnvSpec
+from skillsft.pipeline.errors import SkillsftError
+from skillsft.pipeline.teacher.base import (
+    BatchStats,
+    Teacher,
+    TeacherRequest,
+    register_offline_solver,
+)
+from skillsft.schemas.memory import Memory
+from skillsft.schemas.memory_answers import MistakeDraft, MistakesAnswer, SkillDraft, SkillsAnswer
+from skillsft.schemas.skill_bank import CommonMistake, Skill, SkillBank
 
 SKILLS_KIND = "aggregate_skills"
 MISTAKES_KIND = "aggregate_mistakes"

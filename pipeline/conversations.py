@@ -24,11 +24,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from schemas.conversation import AlpacaRecord, Conversation
-from schemas.trajectory import Step
+from skillsft.schemas.conversation import AlpacaRecord, Conversation
+from skillsft.schemas.trajectory import Step
 
 if TYPE_CHECKING:
-    from pipeline.postchecks import PostCheck
+    from skillsft.pipeline.postchecks import PostCheck
 
 
 @dataclass(frozen=True)
@@ -178,7 +178,9 @@ class TextLayout:
         options: RenderOptions,
         counts: Counter[str] | None = None,
     ) -> list[TurnDraft]:
-        from pipeline.postchecks import apply_postchecks  # it builds on this module's TextTurn
+        from skillsft.pipeline.postchecks import (
+            apply_postchecks,  # it builds on this module's TextTurn
+        )
 
         turns = self.turns_from_steps(steps, trajectory_id, options)
         has_final = len(turns) == len(steps)  # one turn per step pair, plus the synthetic one
@@ -266,7 +268,7 @@ class TextLayout:
         options: RenderOptions,
         counts: Counter[str],
     ) -> list[AlpacaRecord]:
-        from pipeline.postchecks import apply_postchecks
+        from skillsft.pipeline.postchecks import apply_postchecks
 
         turns, window = self.parse_turns(conversation, options.history)
         turns = apply_postchecks(turns, checks, counts)

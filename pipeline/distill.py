@@ -24,23 +24,23 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from pipeline.conversations import LayoutError, RenderOptions, TurnDraft
-from pipeline.render import BlockOptions, render_block
-from pipeline.teacher.base import (
+from skillsft.pipeline.conversations import LayoutError, RenderOptions, TurnDraft
+from skillsft.pipeline.render import BlockOptions, render_block
+from skillsft.pipeline.teacher.base import (
     BatchStats,
     Teacher,
     TeacherRequest,
     TeacherResult,
     register_offline_solver,
 )
-from schemas.conversation import Conversation, ExtraInfo, Turn
-from schemas.distill_answers import DistillAnswer, StepThought, thoughts_answer_model
-from schemas.reject import Reject
-from schemas.skill_bank import SkillBank
-from schemas.trajectory import SearchTrajectorySet, TrajectorySet
+from skillsft.schemas.conversation import Conversation, ExtraInfo, Turn
+from skillsft.schemas.distill_answers import DistillAnswer, StepThought, thoughts_answer_model
+from skillsft.schemas.reject import Reject
+from skillsft.schemas.skill_bank import SkillBank
+from skillsft.schemas.trajectory import SearchTrajectorySet, TrajectorySet
 
 if TYPE_CHECKING:
-    from pipeline.envs import EnvSpec
+    from skillsft.pipeline.envs import EnvSpec
 
 KIND = "distill"
 PROMPT_VERSION = "distill-v1"

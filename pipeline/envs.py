@@ -9,16 +9,16 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-from pipeline import categories
-from pipeline.action_semantics import (
+from skillsft.pipeline import categories
+from skillsft.pipeline.action_semantics import (
     ALFWORLD_SEMANTICS,
     SEARCH_SEMANTICS,
     WEBSHOP_SEMANTICS,
     ActionSemantics,
 )
-from pipeline.conversations import Layout, SearchLayout, TextLayout
-from pipeline.parsing.formats import SEARCH_FORMAT, STEP_FORMAT, RolloutFormat
-from pipeline.postchecks import ALFWORLD_CHECKS, WEBSHOP_CHECKS, PostCheck, navigation_back
+from skillsft.pipeline.conversations import Layout, SearchLayout, TextLayout
+from skillsft.pipeline.parsing.formats import SEARCH_FORMAT, STEP_FORMAT, RolloutFormat
+from skillsft.pipeline.postchecks import ALFWORLD_CHECKS, WEBSHOP_CHECKS, PostCheck, navigation_back
 
 
 @dataclass(frozen=True)

@@ -14,15 +14,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pydantic import ValidationError
-
-from pipeline import jsonio
-from pipeline.conversations import LayoutError, RenderOptions
-from pipeline.errors import InputError
-from schemas.conversation import AlpacaRecord, Conversation
-from schemas.reject import Reject
+from skillsft.pipeline import jsonio
+from skillsft.pipeline.conversations import LayoutError, RenderOptions
+from skillsft.pipeline.errors import InputError
+from skillsft.schemas.conversation import AlpacaRecord, Conversation
+from skillsft.schemas.reject import Reject
 
 if TYPE_CHECKING:
-    from pipeline.envs import EnvSpec
+    from skillsft.pipeline.envs import EnvSpec
 
 
 @dataclass(frozen=True)

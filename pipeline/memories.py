@@ -21,14 +21,18 @@ from typing import Any
 
 import orjson
 from pydantic import ValidationError
-
-from pipeline.causal import AnalysedStep, analyse, chain_backward, goal_step_index
-from pipeline.envs import EnvSpec
-from pipeline.errors import TooManyFailures, check_failure_rate
-from pipeline.mistakes import EpisodeView, detect_mistakes
-from pipeline.placeholders import Abstractor, planning_pattern, register_values
-from pipeline.teacher.base import BatchStats, Teacher, TeacherRequest, register_offline_solver
-from schemas.memory import (
+from skillsft.pipeline.causal import AnalysedStep, analyse, chain_backward, goal_step_index
+from skillsft.pipeline.envs import EnvSpec
+from skillsft.pipeline.errors import TooManyFailures, check_failure_rate
+from skillsft.pipeline.mistakes import EpisodeView, detect_mistakes
+from skillsft.pipeline.placeholders import Abstractor, planning_pattern, register_values
+from skillsft.pipeline.teacher.base import (
+    BatchStats,
+    Teacher,
+    TeacherRequest,
+    register_offline_solver,
+)
+from skillsft.schemas.memory import (
     Memory,
     MemoryContent,
     MemoryTags,
@@ -37,13 +41,13 @@ from schemas.memory import (
     StrategicGuidelines,
     TaskMeta,
 )
-from schemas.memory_answers import (
+from skillsft.schemas.memory_answers import (
     MEMORY_ANSWER_BY_OUTCOME,
     MemoryAnswer,
     MistakeAnswer,
     RefinedStepAnswer,
 )
-from schemas.trajectory import SearchTrajectorySet, TrajectorySet
+from skillsft.schemas.trajectory import SearchTrajectorySet, TrajectorySet
 
 MEMORY_KIND = "memory"
 # Bump when the prompt text below changes: the version is part of every journal key.

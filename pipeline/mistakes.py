@@ -11,9 +11,9 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from pipeline.action_semantics import ActionSemantics
-from pipeline.causal import AnalysedStep, providers
-from pipeline.placeholders import Abstractor
+from skillsft.pipeline.action_semantics import ActionSemantics
+from skillsft.pipeline.causal import AnalysedStep, providers
+from skillsft.pipeline.placeholders import Abstractor
 
 
 @dataclass(frozen=True)

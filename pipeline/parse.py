@@ -16,13 +16,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from skillsft.pipeline.envs import EnvSpec
+from skillsft.pipeline.errors import RolloutDirError
+from skillsft.pipeline.parsing.formats import GroupJob, GroupResult, RolloutFormat
+from skillsft.pipeline.selection import SelectionOptions
+from skillsft.schemas import Reject
 from tqdm import tqdm
-
-from pipeline.envs import EnvSpec
-from pipeline.errors import RolloutDirError
-from pipeline.parsing.formats import GroupJob, GroupResult, RolloutFormat
-from pipeline.selection import SelectionOptions
-from schemas import Reject
 
 
 @dataclass

@@ -39,10 +39,9 @@ from huggingface_hub import (
 )
 from huggingface_hub.errors import EntryNotFoundError, HfHubHTTPError, RevisionNotFoundError
 from huggingface_hub.utils import build_hf_headers, hf_raise_for_status, http_backoff
-
-from pipeline.dataset_card import CardConfig, generation_settings, merged_card
-from pipeline.errors import InputError, SkillsftError
-from pipeline.report import HUB_DIR, Provenance, build_report, load_corpus, load_provenance
+from skillsft.pipeline.dataset_card import CardConfig, generation_settings, merged_card
+from skillsft.pipeline.errors import InputError, SkillsftError
+from skillsft.pipeline.report import HUB_DIR, Provenance, build_report, load_corpus, load_provenance
 
 log = logging.getLogger("skillsft.publish")
 

@@ -9,10 +9,9 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
-
-from pipeline import jsonio
-from pipeline.errors import InputError
-from schemas import Reject, SearchTrajectorySet, TrajectorySet
+from skillsft.pipeline import jsonio
+from skillsft.pipeline.errors import InputError
+from skillsft.schemas import Reject, SearchTrajectorySet, TrajectorySet
 
 TrajectoryRecord = TrajectorySet | SearchTrajectorySet
 

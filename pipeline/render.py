@@ -9,10 +9,10 @@ teacher wrote, because the released corpus does so; a section with no items is l
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from schemas.skill_bank import CommonMistake, Skill, SkillBank
+from skillsft.schemas.skill_bank import CommonMistake, Skill, SkillBank
 
 if TYPE_CHECKING:
-    from pipeline.envs import EnvSpec
+    from skillsft.pipeline.envs import EnvSpec
 
 BLOCK_TITLE = "## Retrieved Relevant Experience"
 

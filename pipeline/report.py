@@ -29,14 +29,13 @@ from typing import Any
 
 import orjson
 from pydantic import ValidationError
-
-from pipeline.envs import EnvSpec, get_env
-from pipeline.render import BLOCK_TITLE
-from pipeline.teacher.pricing import PRICES_AS_OF
-from schemas.base import OpenModel
-from schemas.conversation import AlpacaRecord
-from schemas.reject import Reject
-from schemas.report import (
+from skillsft.pipeline.envs import EnvSpec, get_env
+from skillsft.pipeline.render import BLOCK_TITLE
+from skillsft.pipeline.teacher.pricing import PRICES_AS_OF
+from skillsft.schemas.base import OpenModel
+from skillsft.schemas.conversation import AlpacaRecord
+from skillsft.schemas.reject import Reject
+from skillsft.schemas.report import (
     ConsistencyCheck,
     CorpusStats,
     Distribution,

@@ -12,14 +12,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pydantic import ValidationError
-
-from pipeline import jsonio
-from pipeline.envs import EnvSpec
-from pipeline.errors import InputError
-from pipeline.memories import check_failure_threshold
-from schemas.memory import Memory
-from schemas.reject import Reject
-from schemas.skill_bank import SkillBank
+from skillsft.pipeline import jsonio
+from skillsft.pipeline.envs import EnvSpec
+from skillsft.pipeline.errors import InputError
+from skillsft.pipeline.memories import check_failure_threshold
+from skillsft.schemas.memory import Memory
+from skillsft.schemas.reject import Reject
+from skillsft.schemas.skill_bank import SkillBank
 
 STAGE = "aggregate"
 

@@ -1,7 +1,7 @@
 """pydantic models for every record skillsft reads or writes (see ../shared/docs/FORMATS.md)."""
 
-from schemas.conversation import AlpacaRecord, Conversation, ExtraInfo, Turn
-from schemas.memory import (
+from skillsft.schemas.conversation import AlpacaRecord, Conversation, ExtraInfo, Turn
+from skillsft.schemas.memory import (
     Memory,
     MemoryContent,
     MemoryTags,
@@ -10,10 +10,10 @@ from schemas.memory import (
     StrategicGuidelines,
     TaskMeta,
 )
-from schemas.reject import Reject
-from schemas.report import RunReport, StageReport, TeacherUsage
-from schemas.skill_bank import CommonMistake, Skill, SkillBank
-from schemas.trajectory import SearchStep, SearchTrajectorySet, Step, TrajectorySet
+from skillsft.schemas.reject import Reject
+from skillsft.schemas.report import RunReport, StageReport, TeacherUsage
+from skillsft.schemas.skill_bank import CommonMistake, Skill, SkillBank
+from skillsft.schemas.trajectory import SearchStep, SearchTrajectorySet, Step, TrajectorySet
 
 __all__ = [
     "AlpacaRecord",

@@ -3,8 +3,7 @@
 from typing import Literal
 
 from pydantic import Field
-
-from schemas.base import StrictModel
+from skillsft.schemas.base import StrictModel
 
 
 class Turn(StrictModel):

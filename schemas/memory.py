@@ -8,8 +8,7 @@ the before-validators below unwrap them so both shapes load into one model.
 from typing import Any, Literal
 
 from pydantic import Field, field_validator
-
-from schemas.base import OpenModel
+from skillsft.schemas.base import OpenModel
 
 
 def _unwrap(value: Any, key: str) -> Any:

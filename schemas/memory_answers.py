@@ -7,8 +7,7 @@ drifts from the schema fails validation (and is retried) rather than being half-
 """
 
 from pydantic import Field
-
-from schemas.base import StrictModel
+from skillsft.schemas.base import StrictModel
 
 
 class RefinedStepAnswer(StrictModel):

@@ -1,6 +1,6 @@
 """A rejected input (a file, a line of it, or a record) and why: one line of rejects.jsonl."""
 
-from schemas.base import StrictModel
+from skillsft.schemas.base import StrictModel
 
 
 class Reject(StrictModel):

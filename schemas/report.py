@@ -1,8 +1,7 @@
 """The run report (report.json): what each stage took in, produced, rejected and why."""
 
 from pydantic import Field
-
-from schemas.base import StrictModel
+from skillsft.schemas.base import StrictModel
 
 
 class StageReport(StrictModel):

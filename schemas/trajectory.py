@@ -3,8 +3,7 @@
 from typing import Literal
 
 from pydantic import Field
-
-from schemas.base import StrictModel
+from skillsft.schemas.base import StrictModel
 
 EnvType = Literal["all_success", "all_fail", "mixed"]
 Outcome = Literal["Success", "Failure"]

@@ -16,10 +16,10 @@ from pathlib import Path
 import luigi
 from luigi.execution_summary import LuigiStatusCode
 
-from pipeline.envs import ENVS
 from skillsft import settings
-from tasks.base import StageTask, input_signatures_frozen, walk_graph
-from tasks.summary import print_summary
+from skillsft.pipeline.envs import ENVS
+from skillsft.tasks.base import StageTask, input_signatures_frozen, walk_graph
+from skillsft.tasks.summary import print_summary
 
 STAGES = ("parse", "memories", "aggregate", "distill", "flatten", "report", "publish")
 _OK = {LuigiStatusCode.SUCCESS, LuigiStatusCode.SUCCESS_WITH_RETRY}

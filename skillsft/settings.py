@@ -8,14 +8,15 @@ that shaped an output is the one in its fingerprint.
 
 import argparse
 from collections.abc import Mapping
+from importlib import resources
 from pathlib import Path
 
 import luigi
 
-from pipeline.teacher.settings import TeacherSettings, announce
+from skillsft.pipeline.teacher.settings import TeacherSettings, announce
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-BUNDLED_SAMPLES = REPO_ROOT / "examples" / "rollouts"
+# The samples ship inside the package (skillsft.examples), so an installed wheel runs them too.
+BUNDLED_SAMPLES = Path(str(resources.files("skillsft.examples"))) / "rollouts"
 
 
 class CommandDone(Exception):  # noqa: N818 - a control-flow signal, not an error
@@ -83,7 +84,7 @@ def teacher_params(args: argparse.Namespace, environ: Mapping[str, str]) -> dict
 
 
 def selection_params(args: argparse.Namespace) -> dict[str, object]:
-    from pipeline.selection import SourceRange
+    from skillsft.pipeline.selection import SourceRange
 
     for text in args.source_range:
         try:
@@ -116,7 +117,7 @@ def stage_params(args: argparse.Namespace) -> dict[str, object]:
 
 
 def build_root_task(args: argparse.Namespace, environ: Mapping[str, str]) -> luigi.Task:
-    from tasks import stages
+    from skillsft.tasks import stages
 
     command = args.command
     if command == "run":
@@ -168,11 +169,11 @@ def build_root_task(args: argparse.Namespace, environ: Mapping[str, str]) -> lui
                if k in task_cls.get_param_names()},
         )
     if command == "publish":
-        from tasks.publish import publish_command
+        from skillsft.tasks.publish import publish_command
 
         raise CommandDone(publish_command(args))
     if command == "report":
-        from tasks.report import report_command
+        from skillsft.tasks.report import report_command
 
         report_command(Path(args.work_dir))
         raise CommandDone(0)

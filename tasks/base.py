@@ -16,9 +16,8 @@ from typing import Any, ClassVar
 
 import luigi
 import orjson
-
-from tasks.params import EnvParams
-from tasks.targets import StageTarget, write_bytes_atomically
+from skillsft.tasks.params import EnvParams
+from skillsft.tasks.targets import StageTarget, write_bytes_atomically
 
 # Bumped when a stage's own logic changes in a way that changes its output.
 CODE_VERSION = "1"

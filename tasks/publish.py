@@ -9,13 +9,12 @@ import sys
 from pathlib import Path
 
 import luigi
-
-from pipeline import jsonio
-from pipeline.errors import SkillsftError
-from pipeline.publish import PublishOptions, publish
-from tasks.base import StageOutput
-from tasks.report import detect_env
-from tasks.stages import BuildReport
+from skillsft.pipeline import jsonio
+from skillsft.pipeline.errors import SkillsftError
+from skillsft.pipeline.publish import PublishOptions, publish
+from skillsft.tasks.base import StageOutput
+from skillsft.tasks.report import detect_env
+from skillsft.tasks.stages import BuildReport
 
 
 class PublishCorpus(BuildReport):

@@ -2,9 +2,9 @@
 
 from pathlib import Path
 
-from pipeline import jsonio
-from pipeline.report import build_report, render_report_md
-from tasks.targets import iter_manifests, write_bytes_atomically
+from skillsft.pipeline import jsonio
+from skillsft.pipeline.report import build_report, render_report_md
+from skillsft.tasks.targets import iter_manifests, write_bytes_atomically
 
 
 def detect_env(work_dir: Path) -> str:

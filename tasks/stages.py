@@ -10,14 +10,13 @@ from pathlib import Path
 from typing import Any
 
 import luigi
-
-from pipeline import jsonio
-from pipeline.envs import get_env
-from pipeline.errors import InputError, TooManyFailures, check_failure_rate
-from pipeline.records import load_trajectory_records
-from schemas import Reject
-from tasks.base import StageOutput, StageTask, hash_file, signature_of_tree
-from tasks.params import (
+from skillsft.pipeline import jsonio
+from skillsft.pipeline.envs import get_env
+from skillsft.pipeline.errors import InputError, TooManyFailures, check_failure_rate
+from skillsft.pipeline.records import load_trajectory_records
+from skillsft.schemas import Reject
+from skillsft.tasks.base import StageOutput, StageTask, hash_file, signature_of_tree
+from skillsft.tasks.params import (
     RENDERING,
     SELECTION,
     AggregateParams,
@@ -26,7 +25,7 @@ from tasks.params import (
     SelectionParams,
     TeacherParams,
 )
-from tasks.teacher import build_teacher, stats_to_dict
+from skillsft.tasks.teacher import build_teacher, stats_to_dict
 
 
 class InputFile(luigi.ExternalTask):
@@ -80,8 +79,8 @@ class ParseRollouts(SelectionParams, StageTask):
         return {"rollout_dir": signature_of_tree(Path(self.rollout_dir))}
 
     def compute(self) -> StageOutput:
-        from pipeline.parse import parse_rollouts
-        from pipeline.selection import SelectionOptions, SourceRange
+        from skillsft.pipeline.parse import parse_rollouts
+        from skillsft.pipeline.selection import SelectionOptions, SourceRange
 
         options = SelectionOptions(
             search_source_ranges=tuple(SourceRange.parse(r) for r in self.source_ranges),
@@ -105,12 +104,12 @@ class GenerateMemories(FromInputs, SelectionParams, TeacherParams, MemoryParams,
         return self.clone(ParseRollouts)
 
     def version_tags(self) -> dict[str, str]:
-        from pipeline.memories import PROMPT_VERSIONS
+        from skillsft.pipeline.memories import PROMPT_VERSIONS
 
         return {f"prompt/{k}": v for k, v in PROMPT_VERSIONS.items()}
 
     def compute(self) -> StageOutput:
-        from pipeline.memories import MemoryOptions, generate_memories
+        from skillsft.pipeline.memories import MemoryOptions, generate_memories
 
         source = self.input_files()[0]
         records = jsonio.load(source)
@@ -148,13 +147,13 @@ class AggregateSkillBank(FromInputs, SelectionParams, TeacherParams, MemoryParam
         return self.clone(GenerateMemories)
 
     def version_tags(self) -> dict[str, str]:
-        from pipeline.aggregate import PROMPT_VERSIONS
+        from skillsft.pipeline.aggregate import PROMPT_VERSIONS
 
         return {f"prompt/{k}": v for k, v in PROMPT_VERSIONS.items()}
 
     def compute(self) -> StageOutput:
-        from pipeline.aggregate import AggregateOptions, aggregate_memories
-        from pipeline.skill_bank_io import load_memory_files
+        from skillsft.pipeline.aggregate import AggregateOptions, aggregate_memories
+        from skillsft.pipeline.skill_bank_io import load_memory_files
 
         spec = get_env(self.env)
         loaded = load_memory_files(self.input_files(), spec, self.max_failure_rate)
@@ -193,14 +192,14 @@ class Distill(FromInputs, SelectionParams, TeacherParams, MemoryParams, Aggregat
         return signatures
 
     def version_tags(self) -> dict[str, str]:
-        from pipeline.distill import PROMPT_VERSION
+        from skillsft.pipeline.distill import PROMPT_VERSION
 
         return {"prompt/distill": PROMPT_VERSION}
 
     def compute(self) -> StageOutput:
-        from pipeline.conversations import RenderOptions
-        from pipeline.distill import DistillOptions, distill
-        from pipeline.skill_bank_io import load_skill_bank
+        from skillsft.pipeline.conversations import RenderOptions
+        from skillsft.pipeline.distill import DistillOptions, distill
+        from skillsft.pipeline.skill_bank_io import load_skill_bank
 
         spec = get_env(self.env)
         *inputs, bank_path = self.input_files()
@@ -240,8 +239,8 @@ class Flatten(FromInputs, SelectionParams, TeacherParams, MemoryParams, Aggregat
         return self.clone(Distill)
 
     def compute(self) -> StageOutput:
-        from pipeline.conversations import RenderOptions
-        from pipeline.flatten import FlattenOptions, flatten, load_conversations
+        from skillsft.pipeline.conversations import RenderOptions
+        from skillsft.pipeline.flatten import FlattenOptions, flatten, load_conversations
 
         spec = get_env(self.env)
         path = self.input_files()[0]
@@ -288,7 +287,7 @@ class BuildReport(Flatten):
         return [self.clone(Flatten)]
 
     def compute(self) -> StageOutput:
-        from pipeline.report import build_report, render_report_md
+        from skillsft.pipeline.report import build_report, render_report_md
 
         report = build_report(Path(self.work_dir), self.env)
         return StageOutput(
@@ -312,7 +311,7 @@ class RunEnv(SelectionParams, TeacherParams, MemoryParams, AggregateParams, Dist
     def requires(self) -> list[luigi.Task]:
         wanted: list[luigi.Task] = [self.clone(BuildReport)]
         if self.repo_id:
-            from tasks.publish import PublishCorpus
+            from skillsft.tasks.publish import PublishCorpus
 
             wanted.append(self.clone(PublishCorpus))
         return wanted

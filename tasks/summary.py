@@ -7,8 +7,7 @@ resumed run too: stages finished by an earlier run report what they did then.
 from collections.abc import Iterable
 
 import luigi
-
-from tasks.base import StageTask
+from skillsft.tasks.base import StageTask
 
 
 def summary_lines(graph: Iterable[luigi.Task]) -> list[str]:

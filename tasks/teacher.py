@@ -8,9 +8,9 @@ OPENAI_API_KEY / DEEPSEEK_API_KEY.
 from pathlib import Path
 from typing import Any
 
-from pipeline.teacher.base import BatchStats, Teacher
-from pipeline.teacher.factory import make_teacher
-from pipeline.teacher.settings import TeacherSettings
+from skillsft.pipeline.teacher.base import BatchStats, Teacher
+from skillsft.pipeline.teacher.factory import make_teacher
+from skillsft.pipeline.teacher.settings import TeacherSettings
 
 
 def build_teacher(task: Any, stage: str, model: str) -> Teacher:

@@ -81,7 +81,7 @@ def test_a_direct_luigi_call_from_the_repo_exits_non_zero_on_failure(tmp_path: P
     """luigi.cfg's [retcode] section: users who drive the tasks with `luigi` get exit codes."""
     luigi_bin = Path(sys.executable).with_name("luigi")
     done = subprocess.run(
-        [str(luigi_bin), "--module", "tasks.stages", "ParseRollouts", "--env", "alfworld",
+        [str(luigi_bin), "--module", "skillsft.tasks.stages", "ParseRollouts", "--env", "alfworld",
          "--work-dir", str(tmp_path / "w"), "--rollout-dir", str(tmp_path / "missing"),
          "--local-scheduler"],
         cwd=REPO_ROOT, capture_output=True, text=True,

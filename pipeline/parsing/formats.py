@@ -23,12 +23,12 @@ from operator import attrgetter
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from pipeline.errors import MalformedRollout
-from pipeline.loops import remove_loops
-from pipeline.parsing.search import SearchEpisode, parse_search_rollout
-from pipeline.parsing.steps import Episode, RawStep, parse_step_rollout
-from pipeline.parsing.text import natural_key, read_rollout_text
-from pipeline.selection import (
+from skillsft.pipeline.errors import MalformedRollout
+from skillsft.pipeline.loops import remove_loops
+from skillsft.pipeline.parsing.search import SearchEpisode, parse_search_rollout
+from skillsft.pipeline.parsing.steps import Episode, RawStep, parse_step_rollout
+from skillsft.pipeline.parsing.text import natural_key, read_rollout_text
+from skillsft.pipeline.selection import (
     EnvLabel,
     SelectionOptions,
     apply_env_quotas,
@@ -37,7 +37,7 @@ from pipeline.selection import (
     resolve_source,
     shortest_episodes,
 )
-from schemas import Reject, SearchStep, SearchTrajectorySet, Step, TrajectorySet
+from skillsft.schemas import Reject, SearchStep, SearchTrajectorySet, Step, TrajectorySet
 
 STAGE = "parse"
 ROLLOUT_SUFFIX = ".txt"

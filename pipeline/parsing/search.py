@@ -16,7 +16,7 @@ line per earlier step, joined by newlines, "" for the first step.
 
 from dataclasses import dataclass
 
-from pipeline.errors import MalformedRollout
+from skillsft.pipeline.errors import MalformedRollout
 
 QUESTION_MARKER = "Your question:"
 HISTORY_MARKER = "History:"

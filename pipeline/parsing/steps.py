@@ -17,9 +17,9 @@ What a file looks like, and what happens to each part:
 import math
 from dataclasses import dataclass, field
 
-from pipeline.errors import MalformedRollout
-from pipeline.parsing.admissible import PREFIX as ADMISSIBLE_PREFIX
-from pipeline.parsing.admissible import split_admissible
+from skillsft.pipeline.errors import MalformedRollout
+from skillsft.pipeline.parsing.admissible import PREFIX as ADMISSIBLE_PREFIX
+from skillsft.pipeline.parsing.admissible import split_admissible
 
 TASK_MARKER = "Your task is to:"
 BANNER = "-= Welcome to TextWorld, ALFRED! =-"

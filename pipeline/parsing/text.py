@@ -8,7 +8,7 @@ a `MalformedRollout` with a reason name that ends up as a `rejected_<reason>` co
 import re
 from pathlib import Path
 
-from pipeline.errors import MalformedRollout
+from skillsft.pipeline.errors import MalformedRollout
 
 _DIGITS = re.compile(r"(\d+)")
 

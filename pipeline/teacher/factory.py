@@ -3,10 +3,10 @@
 from collections.abc import Callable
 from pathlib import Path
 
-from pipeline.teacher.base import Teacher
-from pipeline.teacher.offline import make_offline_teacher
-from pipeline.teacher.openai_teacher import OpenAITeacher
-from pipeline.teacher.settings import TeacherSettings
+from skillsft.pipeline.teacher.base import Teacher
+from skillsft.pipeline.teacher.offline import make_offline_teacher
+from skillsft.pipeline.teacher.openai_teacher import OpenAITeacher
+from skillsft.pipeline.teacher.settings import TeacherSettings
 
 TeacherFactory = Callable[[TeacherSettings, Path, str], Teacher]
 

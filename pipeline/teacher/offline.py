@@ -13,9 +13,13 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
-
-from pipeline.teacher.base import OFFLINE_SOLVERS, BatchStats, TeacherRequest, TeacherResult
-from pipeline.teacher.progress import BatchTracker
+from skillsft.pipeline.teacher.base import (
+    OFFLINE_SOLVERS,
+    BatchStats,
+    TeacherRequest,
+    TeacherResult,
+)
+from skillsft.pipeline.teacher.progress import BatchTracker
 
 log = logging.getLogger("skillsft.teacher")
 

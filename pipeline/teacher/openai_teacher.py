@@ -32,14 +32,13 @@ from typing import Any
 import httpx2
 import openai
 from openai import AsyncOpenAI, DefaultAsyncHttpxClient
-
-from pipeline.teacher.base import TeacherRequest, TeacherResult
-from pipeline.teacher.journal import Journal, JournalRecord, request_key
-from pipeline.teacher.limits import AdaptiveLimiter, MinuteWindow
-from pipeline.teacher.pricing import PriceTable
-from pipeline.teacher.progress import BatchTracker
-from pipeline.teacher.settings import TeacherSettings
-from pipeline.teacher.structured import (
+from skillsft.pipeline.teacher.base import TeacherRequest, TeacherResult
+from skillsft.pipeline.teacher.journal import Journal, JournalRecord, request_key
+from skillsft.pipeline.teacher.limits import AdaptiveLimiter, MinuteWindow
+from skillsft.pipeline.teacher.pricing import PriceTable
+from skillsft.pipeline.teacher.progress import BatchTracker
+from skillsft.pipeline.teacher.settings import TeacherSettings
+from skillsft.pipeline.teacher.structured import (
     RESPONSE_MODES,
     AnswerProblem,
     Messages,

@@ -9,7 +9,7 @@ cost `None`: an unknown price is reported as unknown, never guessed.
 from collections.abc import Mapping
 from pathlib import Path
 
-from pipeline import jsonio
+from skillsft.pipeline import jsonio
 
 PRICES_AS_OF = "2025-08-01"
 

@@ -5,10 +5,9 @@ things. Tokens and dollars count the calls paid for in this run; answers reused 
 (paid by an earlier run) are counted apart, as `reused_*`.
 """
 
+from skillsft.pipeline.teacher.base import BatchStats, TeacherResult
+from skillsft.pipeline.teacher.pricing import PriceTable
 from tqdm.auto import tqdm
-
-from pipeline.teacher.base import BatchStats, TeacherResult
-from pipeline.teacher.pricing import PriceTable
 
 
 def failure_kind(error: str) -> str:

@@ -9,22 +9,21 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from pipeline import jsonio
-from pipeline.aggregate import (
+from skillsft.pipeline import jsonio
+from skillsft.pipeline.aggregate import (
     AggregateOptions,
     aggregate_memories,
     build_tracks,
     planned_calls,
 )
-from pipeline.envs import get_env
-from pipeline.errors import InputError
-from pipeline.memories import MemoryStageError
-from pipeline.skill_bank_io import load_memory_files, load_skill_bank
-from pipeline.teacher.base import TeacherRequest
-from pipeline.teacher.offline import OfflineTeacher
-from schemas.memory import Memory
-from schemas.skill_bank import SkillBank
+from skillsft.pipeline.envs import get_env
+from skillsft.pipeline.errors import InputError
+from skillsft.pipeline.memories import MemoryStageError
+from skillsft.pipeline.skill_bank_io import load_memory_files, load_skill_bank
+from skillsft.pipeline.teacher.base import TeacherRequest
+from skillsft.pipeline.teacher.offline import OfflineTeacher
+from skillsft.schemas.memory import Memory
+from skillsft.schemas.skill_bank import SkillBank
 
 ENVS = ["alfworld", "webshop", "search"]
 
@@ -181,8 +180,9 @@ def test_determinism_and_empty_categories_cost_no_call(shared_dir):
 
 @pytest.mark.slow
 def test_twenty_thousand_memories_over_http(shared_dir, tmp_path):
-    from pipeline.teacher import openai_teacher as teacher_module
-    from pipeline.teacher import settings as settings_module
+    from skillsft.pipeline.teacher import openai_teacher as teacher_module
+    from skillsft.pipeline.teacher import settings as settings_module
+
     from tests.support import openai_server as server_module
     largest = [0]
     answer_numbers = itertools.count()

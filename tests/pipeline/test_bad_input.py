@@ -5,10 +5,9 @@ from pathlib import Path
 
 import pytest
 from conftest import episode_of
-
-from pipeline.envs import get_env
-from pipeline.errors import RolloutDirError
-from pipeline.parse import parse_rollouts
+from skillsft.pipeline.envs import get_env
+from skillsft.pipeline.errors import RolloutDirError
+from skillsft.pipeline.parse import parse_rollouts
 
 WIN = episode_of("put a mug in box", ["go to box 1", "put mug 1 in box 1"], won=True)
 

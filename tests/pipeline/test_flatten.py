@@ -2,17 +2,17 @@
 
 from collections import Counter
 
-from pipeline.conversations import TextTurn
-from pipeline.envs import ALFWORLD, SEARCH, WEBSHOP
-from pipeline.flatten import flatten
-from pipeline.postchecks import (
+from skillsft.pipeline.conversations import TextTurn
+from skillsft.pipeline.envs import ALFWORLD, SEARCH, WEBSHOP
+from skillsft.pipeline.flatten import flatten
+from skillsft.pipeline.postchecks import (
     admissible_action,
     apply_postchecks,
     bare_buy_now,
     invented_action,
     navigation_back,
 )
-from schemas.conversation import Conversation
+from skillsft.schemas.conversation import Conversation
 
 TAIL = (
     "\n\nNow it's your turn to take an action.\n"
@@ -195,10 +195,10 @@ def test_webshop_flatten_renders_the_inserted_turn_into_later_histories() -> Non
 
 
 def test_real_alfworld_sample_round_trips_through_distill_and_flatten(shared_dir) -> None:
-    from pipeline.distill import distill
-    from pipeline.parse import parse_rollouts
-    from pipeline.teacher.offline import OfflineTeacher
-    from schemas.skill_bank import SkillBank
+    from skillsft.pipeline.distill import distill
+    from skillsft.pipeline.parse import parse_rollouts
+    from skillsft.pipeline.teacher.offline import OfflineTeacher
+    from skillsft.schemas.skill_bank import SkillBank
 
     parsed = parse_rollouts(ALFWORLD, shared_dir / "data" / "rollouts" / "alfworld-sample")
     bank = SkillBank.model_validate({"general_skills": [], "task_specific_skills": {}})

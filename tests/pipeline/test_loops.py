@@ -1,8 +1,7 @@
 """Loop removal exactly as FORMATS.md section 1 defines it."""
 
 import pytest
-
-from pipeline.loops import remove_loops
+from skillsft.pipeline.loops import remove_loops
 
 
 def same(x: object) -> object:

@@ -6,20 +6,19 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from pipeline import jsonio
-from pipeline.envs import get_env
-from pipeline.memories import (
+from skillsft.pipeline import jsonio
+from skillsft.pipeline.envs import get_env
+from skillsft.pipeline.memories import (
     PROMPT_VERSIONS,
     MemoryOptions,
     MemoryStageError,
     generate_memories,
 )
-from pipeline.parse import parse_rollouts
-from pipeline.selection import SelectionOptions
-from pipeline.teacher.base import BatchStats, TeacherRequest, TeacherResult
-from pipeline.teacher.offline import OfflineTeacher
-from schemas.memory import Memory
+from skillsft.pipeline.parse import parse_rollouts
+from skillsft.pipeline.selection import SelectionOptions
+from skillsft.pipeline.teacher.base import BatchStats, TeacherRequest, TeacherResult
+from skillsft.pipeline.teacher.offline import OfflineTeacher
+from skillsft.schemas.memory import Memory
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "rollouts"
 
@@ -147,8 +146,8 @@ def test_too_many_failures_raise_with_env_ids():
 
 def test_memory_prompt_does_not_grow_with_the_trajectory() -> None:
     """A 2,000-step episode with long observations costs no more prompt than a 100-step one."""
-    from pipeline.memories import MemoryOptions, build_context, build_memory_request
-    from schemas.trajectory import Step, TrajectorySet
+    from skillsft.pipeline.memories import MemoryOptions, build_context, build_memory_request
+    from skillsft.schemas.trajectory import Step, TrajectorySet
 
     def prompt_chars(n_steps: int) -> int:
         steps = [Step(step_id="Step -1", action=None, observation="Room. " * 400)]

@@ -5,13 +5,12 @@ import re
 from pathlib import Path
 
 import pytest
-
-from pipeline.causal import analyse, chain_backward
-from pipeline.envs import get_env
-from pipeline.memories import MemoryContext, solve_memory
-from pipeline.parse import parse_rollouts
-from pipeline.selection import SelectionOptions
-from schemas.trajectory import Step, TrajectorySet
+from skillsft.pipeline.causal import analyse, chain_backward
+from skillsft.pipeline.envs import get_env
+from skillsft.pipeline.memories import MemoryContext, solve_memory
+from skillsft.pipeline.parse import parse_rollouts
+from skillsft.pipeline.selection import SelectionOptions
+from skillsft.schemas.trajectory import Step, TrajectorySet
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "rollouts"
 
@@ -29,7 +28,7 @@ def _record(task: str, steps: list[tuple[str | None, str]], *, won: bool, env_id
 
 
 def _context(record: TrajectorySet, env: str) -> MemoryContext:
-    from pipeline.memories import build_context
+    from skillsft.pipeline.memories import build_context
 
     return build_context(record, 0, get_env(env))
 
@@ -144,7 +143,7 @@ def test_webshop_keeps_search_product_options_buy():
 
 
 def test_search_keeps_only_queries_whose_information_holds_the_answer():
-    from schemas.trajectory import SearchStep, SearchTrajectorySet
+    from skillsft.schemas.trajectory import SearchStep, SearchTrajectorySet
 
     steps = [SearchStep(step_id="Step 0", action="<search>capital of France</search>",
                         observation="Doc: France is a country in Europe."),
@@ -156,7 +155,7 @@ def test_search_keeps_only_queries_whose_information_holds_the_answer():
     record = SearchTrajectorySet(env_id="q1", task="what is the capital of france?",
                                  type="all_success", data_source="nq", outcome="Success",
                                  reward=1.0, trajectories=[steps])
-    from pipeline.memories import build_context
+    from skillsft.pipeline.memories import build_context
 
     answer = solve_memory(build_context(record, 0, get_env("search")))
     assert [s.step_index for s in answer.refined_trajectory] == [1, 3]
@@ -192,7 +191,7 @@ def test_solver_is_deterministic_on_the_examples(env):
     spec = get_env(env)
     records = parse_rollouts(spec, EXAMPLES / env, SelectionOptions(include_mixed=True),
                              workers=1).records
-    from pipeline.memories import build_context
+    from skillsft.pipeline.memories import build_context
 
     assert records
     for record in records:

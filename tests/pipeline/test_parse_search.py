@@ -1,9 +1,8 @@
 """The Search-QA parser (FORMATS.md section 2)."""
 
 import pytest
-
-from pipeline.errors import MalformedRollout
-from pipeline.parsing.search import parse_search_rollout
+from skillsft.pipeline.errors import MalformedRollout
+from skillsft.pipeline.parsing.search import parse_search_rollout
 
 TURN = "Now it's your turn to take an action."
 

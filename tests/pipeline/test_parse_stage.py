@@ -5,13 +5,12 @@ import json
 from pathlib import Path
 
 import pytest
-
-from pipeline import jsonio
-from pipeline.envs import get_env
-from pipeline.parse import parse_rollouts
-from pipeline.parsing.steps import parse_step_rollout
-from pipeline.parsing.text import read_rollout_text
-from pipeline.selection import SelectionOptions, SourceRange
+from skillsft.pipeline import jsonio
+from skillsft.pipeline.envs import get_env
+from skillsft.pipeline.parse import parse_rollouts
+from skillsft.pipeline.parsing.steps import parse_step_rollout
+from skillsft.pipeline.parsing.text import read_rollout_text
+from skillsft.pipeline.selection import SelectionOptions, SourceRange
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "rollouts"
 

@@ -2,10 +2,9 @@
 
 import pytest
 from conftest import render_episode
-
-from pipeline.errors import MalformedRollout
-from pipeline.parsing.admissible import split_admissible
-from pipeline.parsing.steps import parse_step_rollout
+from skillsft.pipeline.errors import MalformedRollout
+from skillsft.pipeline.parsing.admissible import split_admissible
+from skillsft.pipeline.parsing.steps import parse_step_rollout
 
 INSTRUCTION = (
     "Now it's your turn to take an action. Once you've finished your reasoning, you should "

@@ -12,16 +12,16 @@ import pytest
 import yaml
 from datasets import load_dataset
 from huggingface_hub import HfApi
-
-from pipeline.errors import InputError
-from pipeline.publish import (
+from skillsft.pipeline.errors import InputError
+from skillsft.pipeline.publish import (
     PublishError,
     PublishOptions,
     export_local,
     publish,
     split_by_trajectory,
 )
-from pipeline.report import Provenance
+from skillsft.pipeline.report import Provenance
+
 from tests.pipeline.test_report import RECORDS, SECRET_URL, build_work_dir
 from tests.support.hub_server import FakeHub, running_hub
 

@@ -3,10 +3,9 @@
 import json
 
 import pytest
-
-from pipeline.envs import ALFWORLD, SEARCH, WEBSHOP
-from pipeline.render import BlockOptions, render_block
-from schemas.skill_bank import SkillBank
+from skillsft.pipeline.envs import ALFWORLD, SEARCH, WEBSHOP
+from skillsft.pipeline.render import BlockOptions, render_block
+from skillsft.schemas.skill_bank import SkillBank
 
 
 def make_bank(key: str = "task_specific_skills", category: str = "clean", **extra) -> SkillBank:
@@ -119,6 +118,6 @@ def test_block_from_released_banks(shared_dir, spec, path) -> None:
      ("  Do x.\n", "Do x."), ("Use v1.2 first", "Use v1.2 first.")],
 )
 def test_exactly_one_trailing_period(text: str, expected: str) -> None:
-    from pipeline.render import sentence
+    from skillsft.pipeline.render import sentence
 
     assert sentence(text) == expected

@@ -1,8 +1,8 @@
 """Conversation turns, byte for byte (FORMATS.md 7); every expected string is written by hand."""
 
-from pipeline.conversations import RenderOptions
-from pipeline.envs import ALFWORLD, SEARCH, WEBSHOP
-from schemas.trajectory import SearchStep, Step
+from skillsft.pipeline.conversations import RenderOptions
+from skillsft.pipeline.envs import ALFWORLD, SEARCH, WEBSHOP
+from skillsft.schemas.trajectory import SearchStep, Step
 
 TAIL = (
     "\n\nNow it's your turn to take an action.\n"

@@ -6,15 +6,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from pipeline import jsonio
-from pipeline.report import (
+from skillsft.pipeline import jsonio
+from skillsft.pipeline.report import (
     approx_tokens,
     build_report,
     distribution,
     render_report_md,
 )
-from schemas.report import RunReport
+from skillsft.schemas.report import RunReport
 
 SECRET_URL = "https://user:sekrit-pass@api.example.com/v1?api_key=sk-query-secret"
 
@@ -185,7 +184,7 @@ def test_consistency_checks_catch_a_lost_record(work_dir: Path) -> None:
 
 
 def test_published_rows_are_checked_against_the_corpus(work_dir: Path) -> None:
-    from pipeline.publish import PublishOptions, export_local
+    from skillsft.pipeline.publish import PublishOptions, export_local
 
     export_local(work_dir, "alfworld", PublishOptions())
     report = build_report(work_dir, "alfworld")

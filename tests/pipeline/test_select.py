@@ -5,10 +5,9 @@ from pathlib import Path, PurePosixPath
 
 import pytest
 from conftest import episode_of
-
-from pipeline.envs import get_env
-from pipeline.parse import parse_rollouts
-from pipeline.selection import (
+from skillsft.pipeline.envs import get_env
+from skillsft.pipeline.parse import parse_rollouts
+from skillsft.pipeline.selection import (
     SelectionOptions,
     SourceRange,
     balance_by_source,

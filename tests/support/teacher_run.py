@@ -9,9 +9,10 @@ import argparse
 import json
 from pathlib import Path
 
-from pipeline.teacher.base import TeacherRequest
-from pipeline.teacher.openai_teacher import OpenAITeacher
-from pipeline.teacher.settings import TeacherSettings
+from skillsft.pipeline.teacher.base import TeacherRequest
+from skillsft.pipeline.teacher.openai_teacher import OpenAITeacher
+from skillsft.pipeline.teacher.settings import TeacherSettings
+
 from tests.support.fixtures import TEST_API_KEY, ToyAnswer
 
 

@@ -23,6 +23,6 @@ def sample_copy(tmp_path: Path):
 
 def manifest_times(work_dir: Path) -> dict[str, str]:
     """Output name -> when its stage last wrote it (to see which stages ran)."""
-    from tasks.targets import iter_manifests
+    from skillsft.tasks.targets import iter_manifests
 
     return {name: m["written_at"] + m["fingerprint"] for name, m in iter_manifests(work_dir)}

@@ -6,9 +6,9 @@ import time
 from pathlib import Path
 
 import pytest
+from skillsft.tasks.targets import iter_manifests
 
 from skillsft.cli import main
-from tasks.targets import iter_manifests
 from tests.tasks.conftest import SAMPLES, manifest_times
 
 OUTPUTS = [
@@ -132,7 +132,7 @@ def test_a_second_run_on_the_same_work_dir_is_refused(tmp_path: Path, capsys) ->
 def test_flatten_with_nothing_left_fails_instead_of_writing_an_empty_corpus(
     tmp_path: Path,
 ) -> None:
-    from pipeline import jsonio
+    from skillsft.pipeline import jsonio
 
     work = tmp_path / "w"
     assert run("--work-dir", str(work)) == 0
@@ -147,7 +147,7 @@ def test_flatten_with_nothing_left_fails_instead_of_writing_an_empty_corpus(
     code = main(["flatten", "alfworld", "--input", str(broken), "--output", str(out)])
     assert code == 1 and not out.exists()
 
-    from pipeline.flatten import load_conversations
+    from skillsft.pipeline.flatten import load_conversations
 
     loaded, rejects = load_conversations(broken)
     assert len(loaded) == len(conversations) - 1
@@ -245,7 +245,7 @@ def test_bring_your_own_skill_bank_skips_stage_two(tmp_path: Path, shared_dir: P
 def test_every_environment_runs_offline_and_reports_consistent_counts(
     tmp_path: Path, env: str
 ) -> None:
-    from pipeline import jsonio
+    from skillsft.pipeline import jsonio
 
     work = tmp_path / env
     assert main(["run", env, "--teacher", "offline", "--work-dir", str(work)]) == 0
@@ -258,7 +258,7 @@ def test_every_environment_runs_offline_and_reports_consistent_counts(
 
 
 def test_report_and_publish_dry_run_commands_on_a_finished_run(tmp_path: Path, capsys) -> None:
-    from pipeline import jsonio
+    from skillsft.pipeline import jsonio
 
     work = tmp_path / "w"
     assert run("--work-dir", str(work)) == 0
