@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
+
 from skillsft.pipeline.envs import EnvSpec
 from skillsft.pipeline.errors import SkillsftError
 from skillsft.pipeline.teacher.base import (

@@ -21,6 +21,7 @@ from datasets import DatasetInfo, Features, SplitDict, SplitInfo
 from datasets.info import DatasetInfosDict
 from datasets.utils.metadata import MetadataConfigs
 from huggingface_hub import DatasetCard
+
 from skillsft.schemas.report import RunReport
 
 TASK_CATEGORIES = ("text-generation",)

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pydantic import ValidationError
+
 from skillsft.pipeline import jsonio
 from skillsft.pipeline.conversations import LayoutError, RenderOptions
 from skillsft.pipeline.errors import InputError

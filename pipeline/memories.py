@@ -21,6 +21,7 @@ from typing import Any
 
 import orjson
 from pydantic import ValidationError
+
 from skillsft.pipeline.causal import AnalysedStep, analyse, chain_backward, goal_step_index
 from skillsft.pipeline.envs import EnvSpec
 from skillsft.pipeline.errors import TooManyFailures, check_failure_rate

@@ -16,12 +16,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tqdm import tqdm
+
 from skillsft.pipeline.envs import EnvSpec
 from skillsft.pipeline.errors import RolloutDirError
 from skillsft.pipeline.parsing.formats import GroupJob, GroupResult, RolloutFormat
 from skillsft.pipeline.selection import SelectionOptions
 from skillsft.schemas import Reject
-from tqdm import tqdm
 
 
 @dataclass

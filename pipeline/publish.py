@@ -39,6 +39,7 @@ from huggingface_hub import (
 )
 from huggingface_hub.errors import EntryNotFoundError, HfHubHTTPError, RevisionNotFoundError
 from huggingface_hub.utils import build_hf_headers, hf_raise_for_status, http_backoff
+
 from skillsft.pipeline.dataset_card import CardConfig, generation_settings, merged_card
 from skillsft.pipeline.errors import InputError, SkillsftError
 from skillsft.pipeline.report import HUB_DIR, Provenance, build_report, load_corpus, load_provenance

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
+
 from skillsft.pipeline import jsonio
 from skillsft.pipeline.errors import InputError
 from skillsft.schemas import Reject, SearchTrajectorySet, TrajectorySet

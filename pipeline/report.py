@@ -29,6 +29,7 @@ from typing import Any
 
 import orjson
 from pydantic import ValidationError
+
 from skillsft.pipeline.envs import EnvSpec, get_env
 from skillsft.pipeline.render import BLOCK_TITLE
 from skillsft.pipeline.teacher.pricing import PRICES_AS_OF

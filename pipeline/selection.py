@@ -27,6 +27,7 @@ from pathlib import PurePosixPath
 from typing import Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
+
 from skillsft.pipeline.parsing.text import natural_key
 
 EnvLabel = Literal["all_success", "all_fail", "mixed", "unlabelled"]

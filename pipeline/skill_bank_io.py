@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pydantic import ValidationError
+
 from skillsft.pipeline import jsonio
 from skillsft.pipeline.envs import EnvSpec
 from skillsft.pipeline.errors import InputError

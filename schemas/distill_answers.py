@@ -12,6 +12,7 @@ from functools import lru_cache
 from typing import ClassVar
 
 from pydantic import Field, field_validator, model_validator
+
 from skillsft.schemas.base import StrictModel
 
 _FORBIDDEN_TAGS = ("<think>", "</think>", "<action>", "</action>")

@@ -8,6 +8,7 @@ the before-validators below unwrap them so both shapes load into one model.
 from typing import Any, Literal
 
 from pydantic import Field, field_validator
+
 from skillsft.schemas.base import OpenModel
 
 

@@ -7,6 +7,7 @@ drifts from the schema fails validation (and is retried) rather than being half-
 """
 
 from pydantic import Field
+
 from skillsft.schemas.base import StrictModel
 
 

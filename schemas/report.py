@@ -1,6 +1,7 @@
 """The run report (report.json): what each stage took in, produced, rejected and why."""
 
 from pydantic import Field
+
 from skillsft.schemas.base import StrictModel
 
 

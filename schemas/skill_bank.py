@@ -7,6 +7,7 @@ banks as `query_type_skills`; exactly one of the two is expected. `metadata` is 
 from typing import Any
 
 from pydantic import Field, model_validator
+
 from skillsft.schemas.base import OpenModel
 
 

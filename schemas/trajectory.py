@@ -3,6 +3,7 @@
 from typing import Literal
 
 from pydantic import Field
+
 from skillsft.schemas.base import StrictModel
 
 EnvType = Literal["all_success", "all_fail", "mixed"]

@@ -16,31 +16,36 @@ from pathlib import Path
 import luigi
 from luigi.execution_summary import LuigiStatusCode
 
-from skillsft import settings
+from skillsft import __version__, settings
+from skillsft.arguments import (
+    StrictParser,
+    held_out_share,
+    non_negative_float,
+    non_negative_int,
+    positive_int,
+    share,
+)
+from skillsft.luigi_options import luigi_build_options
 from skillsft.pipeline.envs import ENVS
+from skillsft.pipeline.errors import SkillsftError
+from skillsft.run_log import close_log, open_log
 from skillsft.tasks.base import StageTask, input_signatures_frozen, walk_graph
+from skillsft.tasks.failures import CONFIGURATION_ERRORS, clear_failure, read_failure
 from skillsft.tasks.summary import print_summary
 
 STAGES = ("parse", "memories", "aggregate", "distill", "flatten", "report", "publish")
 _OK = {LuigiStatusCode.SUCCESS, LuigiStatusCode.SUCCESS_WITH_RETRY}
 
 
-def positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
-
-
 def add_selection_flags(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("selection (stage 1)")
-    group.add_argument("--min-trajs-per-env", type=int, default=3)
-    group.add_argument("--n-trajs-per-env", type=int, default=3)
-    group.add_argument("--n-success-envs", type=int, default=70)
-    group.add_argument("--n-fail-envs", type=int, default=30)
+    group.add_argument("--min-trajs-per-env", type=positive_int, default=3)
+    group.add_argument("--n-trajs-per-env", type=positive_int, default=3)
+    group.add_argument("--n-success-envs", type=non_negative_int, default=70)
+    group.add_argument("--n-fail-envs", type=non_negative_int, default=30)
     group.add_argument("--include-mixed", action="store_true")
-    group.add_argument("--failure-ratio", type=float, default=0.5, help="search: failures kept "
-                       "per success")
+    group.add_argument("--failure-ratio", type=non_negative_float, default=0.5,
+                       help="search: failures kept per success")
     group.add_argument("--source-range", action="append", default=[], metavar="FIRST-LAST=SOURCE",
                        help="search: files numbered FIRST..LAST come from QA source SOURCE "
                        "(repeatable), for files not under a folder named after their source")
@@ -51,7 +56,7 @@ def add_teacher_flags(parser: argparse.ArgumentParser, *, per_stage_models: bool
     group.add_argument("--teacher", choices=["offline", "openai"], default=None,
                        help="default: $SKILLSFT_TEACHER, else openai when an API key is set")
     group.add_argument("--base-url", default=None, help="default: $OPENAI_BASE_URL")
-    group.add_argument("--concurrency", type=int, default=None,
+    group.add_argument("--concurrency", type=positive_int, default=None,
                        help="max requests in flight (default: $SKILLSFT_CONCURRENCY or 16)")
     group.add_argument("--rpm", type=positive_int, default=None,
                        help="cap on requests started per minute")
@@ -70,9 +75,11 @@ def add_teacher_flags(parser: argparse.ArgumentParser, *, per_stage_models: bool
 
 def add_run_flags(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("execution")
-    group.add_argument("--workers", type=int, default=1, help="Luigi worker processes")
+    group.add_argument("--workers", type=positive_int, default=None,
+                       help="Luigi worker processes (default: the Luigi config's, else 1)")
     group.add_argument("--scheduler-url", default=None,
-                       help="use a running luigid (default: local scheduler)")
+                       help="use a running luigid (default: the Luigi config's "
+                       "default-scheduler-url, else an in-process scheduler)")
     group.add_argument("--dry-run", action="store_true", help="list what would run, run nothing")
     group.add_argument("--force", choices=STAGES, action="append", default=[],
                        help="recompute STAGE and everything that depends on it")
@@ -84,7 +91,7 @@ STAGE_FLAGS: tuple[tuple[tuple[str, ...], str, dict[str, object]], ...] = (
     (("memories",), "--all-trajectories",
      {"action": "store_true", "help": "one memory per kept trajectory, not per env"}),
     (("memories", "aggregate", "distill"), "--max-failure-rate",
-     {"type": float, "default": 0.10,
+     {"type": share, "default": 0.10,
       "help": "fail the stage when a larger share of its items fail (default 0.10)"}),
     (("aggregate",), "--batch-size",
      {"type": positive_int, "default": 40, "help": "max items merged per teacher call"}),
@@ -104,11 +111,19 @@ def add_stage_flags(parser: argparse.ArgumentParser, stage: str | None = None) -
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="skillsft", description=__doc__.splitlines()[0])
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser = StrictParser(prog="skillsft", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version", version=f"skillsft {__version__}")
+    common = StrictParser(add_help=False)
+    common.add_argument("--verbose", action="store_true",
+                        help="print tracebacks and Luigi's log on the console (always in "
+                        "WORK_DIR/.skillsft/logs/)")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=StrictParser)
     envs = sorted(ENVS)
 
-    run = sub.add_parser("run", help="run every stage for one environment")
+    def add_command(name: str, help_text: str) -> argparse.ArgumentParser:
+        return sub.add_parser(name, help=help_text, description=help_text, parents=[common])
+
+    run = add_command("run", "run every stage for one environment")
     run.add_argument("env", choices=envs)
     run.add_argument("--rollout-dir", default=None, help="default: $ROLLOUT_DIR, else the "
                      "bundled sample")
@@ -117,14 +132,14 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--repo-id", default=None, help="publish to this Hub dataset repo at the end")
     run.add_argument("--private", action="store_true", help="with --repo-id: a private repo")
     run.add_argument("--revision", default=None, help="with --repo-id: the branch to commit to")
-    run.add_argument("--validation-fraction", type=float, default=0.0,
+    run.add_argument("--validation-fraction", type=held_out_share, default=0.0,
                      help="with --repo-id: share of trajectories held out as a validation split")
     add_selection_flags(run)
     add_teacher_flags(run, per_stage_models=True)
     add_stage_flags(run)
     add_run_flags(run)
 
-    parse = sub.add_parser("parse", help="stage 1: rollout text -> processed trajectories")
+    parse = add_command("parse", "stage 1: rollout text -> processed trajectories")
     parse.add_argument("env", choices=envs)
     parse.add_argument("--rollout-dir", required=True)
     parse.add_argument("--output", required=True)
@@ -137,7 +152,7 @@ def build_parser() -> argparse.ArgumentParser:
         ("distill", "stage 3: trajectories + skill bank -> distilled conversations"),
         ("flatten", "stage 4: distilled conversations -> alpaca records"),
     ):
-        stage = sub.add_parser(name, help=help_text)
+        stage = add_command(name, help_text)
         stage.add_argument("env", choices=envs)
         stage.add_argument("--input", action="append", required=True,
                            help="input JSON (aggregate accepts several)")
@@ -149,16 +164,16 @@ def build_parser() -> argparse.ArgumentParser:
         add_stage_flags(stage, name)
         add_run_flags(stage)
 
-    publish = sub.add_parser("publish", help="stage 5: export the corpus, upload to the Hub")
+    publish = add_command("publish", "stage 5: export the corpus, upload to the Hub")
     publish.add_argument("--work-dir", required=True)
     publish.add_argument("--repo-id", default=None)
     publish.add_argument("--private", action="store_true")
     publish.add_argument("--revision", default=None)
     publish.add_argument("--commit-message", default=None)
-    publish.add_argument("--validation-fraction", type=float, default=0.0)
+    publish.add_argument("--validation-fraction", type=held_out_share, default=0.0)
     publish.add_argument("--dry-run", action="store_true")
 
-    report = sub.add_parser("report", help="write report.json and report.md for a work dir")
+    report = add_command("report", "write report.json and report.md for a work dir")
     report.add_argument("--work-dir", required=True)
     return parser
 
@@ -174,42 +189,55 @@ def execute(root: luigi.Task, args: argparse.Namespace) -> int:
 
 def build_graph(root: luigi.Task, args: argparse.Namespace) -> int:
     graph = list(walk_graph(root))
-    forced = {t.task_id for t in graph if isinstance(t, StageTask) and t.stage_name() in args.force}
-    retried = {t.task_id for t in graph if isinstance(t, StageTask) and t.complete()
-               and t.output().teacher_failures()}
-    for task in graph:
+    stage_tasks = [t for t in graph if isinstance(t, StageTask)]
+    forced = {t.task_id for t in stage_tasks if t.stage_name() in args.force}
+    retried = {t.task_id for t in stage_tasks if t.complete() and t.output().teacher_failures()}
+    for task in stage_tasks:
         if task.task_id in retried:
             print(f"skillsft: {task.stage_name()} had {task.output().teacher_failures()} failed "
                   "teacher requests last time; retrying them (answered ones come from the journal)")
     dirty = downstream_of(graph, forced | retried)
+    pending = [t for t in graph if t.task_id in dirty or not t.complete()]
     if args.dry_run:
         for task in graph:
-            state = "would run" if task.task_id in dirty or not task.complete() else "up to date"
+            state = "would run" if task in pending else "up to date"
             where = task.output().path if isinstance(task, StageTask) else ""
             print(f"  {state:<10}  {task.get_task_family():<20} {where}")
         return 0
-    with work_dir_lock(Path(root.work_dir)):
-        for task in graph:
-            if task.task_id in dirty and isinstance(task, StageTask):
-                task.output().invalidate()
-        result = luigi.build([root], detailed_summary=True, **luigi_settings(args))
+    work_dir = Path(root.work_dir)
+    with work_dir_lock(work_dir):
+        log_path = open_log(work_dir, args.command, verbose=args.verbose)
+        try:
+            for task in stage_tasks:
+                clear_failure(task.output_file())
+                if task.task_id in dirty:
+                    task.output().invalidate()
+            result = luigi.build([root], detailed_summary=True, **luigi_build_options(args))
+        finally:
+            close_log()
         print_summary(graph)
-    unfinished = [t.get_task_family() for t in graph if not t.complete()]
-    if result.status not in _OK or unfinished:
-        print(f"skillsft: the run did not finish ({result.status.name}; not done: "
-              f"{', '.join(unfinished) or 'none'}); see the messages above, fix the cause and "
-              "re-run: finished work is kept.", file=sys.stderr)
-        return 1
-    return 0
+    unfinished = [t for t in graph if not t.complete()]
+    if result.status in _OK and not unfinished:
+        if not pending:
+            print(f"skillsft: everything was up to date; nothing was recomputed ({work_dir})")
+        return 0
+    return explain_failure(unfinished, log_path)
 
 
-def luigi_settings(args: argparse.Namespace) -> dict[str, object]:
-    params: dict[str, object] = {"workers": args.workers, "log_level": "WARNING"}
-    if args.scheduler_url:
-        params["scheduler_url"] = args.scheduler_url
-    else:
-        params["local_scheduler"] = True
-    return params
+def explain_failure(unfinished: Sequence[luigi.Task], log_path: Path) -> int:
+    """One line per failed stage; exit 2 when the user fixes it in the configuration, else 1."""
+    failures = [f for t in unfinished if isinstance(t, StageTask)
+                if (f := read_failure(t.output_file())) is not None]
+    for failure in failures:
+        where = "" if failure.deliberate else f" (an unexpected error: traceback in {log_path})"
+        print(f"skillsft: {failure.stage} failed: {failure.message}{where}", file=sys.stderr)
+    not_done = ", ".join(t.get_task_family() for t in unfinished)
+    if not failures:
+        print(f"skillsft: the run did not finish (not done: {not_done}); the cause is in "
+              f"{log_path}", file=sys.stderr)
+    print("skillsft: finished stages are kept; fix the cause and re-run the same command.",
+          file=sys.stderr)
+    return 2 if any(f.configuration for f in failures) else 1
 
 
 def downstream_of(graph: Sequence[luigi.Task], seeds: set[str]) -> set[str]:
@@ -242,17 +270,29 @@ def work_dir_lock(work_dir: Path) -> Iterator[None]:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        root = settings.build_root_task(args, os.environ)
-    except settings.UsageError as exc:
+        return dispatch(args)
+    except KeyboardInterrupt:
+        print("\nskillsft: interrupted; re-run the same command to continue (finished work "
+              "and every journaled teacher answer are kept)", file=sys.stderr)
+        return 130
+    except (settings.UsageError, *CONFIGURATION_ERRORS) as exc:
+        if args.verbose:
+            raise
         print(f"skillsft: {exc}", file=sys.stderr)
         return 2
+    except SkillsftError as exc:
+        if args.verbose:
+            raise
+        print(f"skillsft: {exc}", file=sys.stderr)
+        return 1
+
+
+def dispatch(args: argparse.Namespace) -> int:
+    try:
+        root = settings.build_root_task(args, os.environ)
     except settings.CommandDone as done:  # publish/report ran directly
         return done.status
-    try:
-        return execute(root, args)
-    except settings.UsageError as exc:
-        print(f"skillsft: {exc}", file=sys.stderr)
-        return 2
+    return execute(root, args)
 
 
 if __name__ == "__main__":

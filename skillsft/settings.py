@@ -7,13 +7,20 @@ that shaped an output is the one in its fingerprint.
 """
 
 import argparse
+import difflib
 from collections.abc import Mapping
 from importlib import resources
 from pathlib import Path
 
 import luigi
+from pydantic import ValidationError
 
-from skillsft.pipeline.teacher.settings import TeacherSettings, announce
+from skillsft.pipeline.teacher.settings import (
+    FIELD_VARIABLES,
+    TEACHER_CHOICES,
+    TeacherSettings,
+    announce,
+)
 
 # The samples ship inside the package (skillsft.examples), so an installed wheel runs them too.
 BUNDLED_SAMPLES = Path(str(resources.files("skillsft.examples"))) / "rollouts"
@@ -57,13 +64,16 @@ def check_rollout_dir(path: Path) -> None:
 
 def teacher_params(args: argparse.Namespace, environ: Mapping[str, str]) -> dict[str, object]:
     """The Luigi teacher parameters, fully resolved; the API key is deliberately not among them."""
-    resolved = TeacherSettings.resolve(
-        environ,
-        teacher=getattr(args, "teacher", None),
-        base_url=getattr(args, "base_url", None),
-        concurrency=getattr(args, "concurrency", None),
-        model=getattr(args, "model", None),
-    )
+    explicit = {
+        "teacher": getattr(args, "teacher", None),
+        "base_url": getattr(args, "base_url", None),
+        "concurrency": getattr(args, "concurrency", None),
+        "model": getattr(args, "model", None),
+    }
+    try:
+        resolved = TeacherSettings.resolve(environ, **explicit)
+    except ValidationError as exc:
+        raise UsageError(describe_settings_error(exc, explicit, environ)) from None
     prices = getattr(args, "prices", None)
     if prices and not Path(prices).is_file():
         raise UsageError(f"--prices {prices} is not a file")
@@ -81,6 +91,28 @@ def teacher_params(args: argparse.Namespace, environ: Mapping[str, str]) -> dict
         params[flag] = (chosen or resolved.model_for(stage)) if resolved.teacher == "openai" else ""
     print(f"skillsft: {announce(resolved, 'this run')}")
     return params
+
+
+def describe_settings_error(
+    exc: ValidationError, explicit: Mapping[str, object], environ: Mapping[str, str]
+) -> str:
+    """Name the flag or variable that gave the bad value, in one line per problem."""
+    problems = []
+    for error in exc.errors():
+        field = str(error["loc"][0]) if error["loc"] else ""
+        if explicit.get(field) is not None:
+            source = f"--{field.replace('_', '-')} {explicit[field]}"
+        else:
+            variable = next((v for v in FIELD_VARIABLES.get(field, ()) if environ.get(v)), None)
+            source = f"{variable}={environ[variable]}" if variable else field
+        expected = error["msg"].split(",")[0].removeprefix("Input should be ")
+        hint = ""
+        choices = TEACHER_CHOICES if field == "teacher" else ()
+        close = difflib.get_close_matches(str(error.get("input", "")), choices, n=1)
+        if close:
+            hint = f" (did you mean {close[0]}?)"
+        problems.append(f"{source}: must be {expected}{hint}")
+    return "; ".join(problems)
 
 
 def selection_params(args: argparse.Namespace) -> dict[str, object]:

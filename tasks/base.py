@@ -16,6 +16,8 @@ from typing import Any, ClassVar
 
 import luigi
 import orjson
+
+from skillsft.tasks.failures import record_failure
 from skillsft.tasks.params import EnvParams
 from skillsft.tasks.targets import StageTarget, write_bytes_atomically
 
@@ -163,6 +165,10 @@ class StageTask(EnvParams, luigi.Task):
                 "written_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             }
         )
+
+    def on_failure(self, exception: BaseException) -> str:
+        """Keep the cause for the command line (Luigi logs only the returned traceback)."""
+        return record_failure(self.output_file(), self.stage_name(), exception)
 
     @classmethod
     def stage_name(cls) -> str:

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import luigi
+
 from skillsft.pipeline import jsonio
 from skillsft.pipeline.errors import SkillsftError
 from skillsft.pipeline.publish import PublishOptions, publish

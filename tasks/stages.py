@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import luigi
+
 from skillsft.pipeline import jsonio
 from skillsft.pipeline.envs import get_env
 from skillsft.pipeline.errors import InputError, TooManyFailures, check_failure_rate

@@ -7,6 +7,7 @@ resumed run too: stages finished by an earlier run report what they did then.
 from collections.abc import Iterable
 
 import luigi
+
 from skillsft.tasks.base import StageTask
 
 

@@ -26,7 +26,8 @@ def test_ci_runs_exactly_the_readme_test_command() -> None:
 
 def test_pipeline_and_schemas_do_not_import_luigi() -> None:
     code = (
-        "import sys, pkgutil, importlib, pipeline, schemas\n"
+        "import sys, pkgutil, importlib\n"
+        "from skillsft import pipeline, schemas\n"
         "for pkg in (pipeline, schemas):\n"
         "    for m in pkgutil.walk_packages(pkg.__path__, pkg.__name__ + '.'):\n"
         "        importlib.import_module(m.name)\n"
@@ -35,6 +36,21 @@ def test_pipeline_and_schemas_do_not_import_luigi() -> None:
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True,
                          text=True, check=True).stdout.strip()
     assert out == "False"
+
+
+def test_every_package_folder_is_installed_under_skillsft() -> None:
+    """A package folder missing from pyproject's list would be absent from the wheel."""
+    import tomllib
+
+    tool = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    listed = set(tool["packages"])
+    folders = {name: Path(path) for name, path in tool["package-dir"].items()}
+    found = set()
+    for name, folder in folders.items():
+        for init in (REPO_ROOT / folder).rglob("__init__.py"):
+            relative = init.parent.relative_to(REPO_ROOT / folder).parts
+            found.add(".".join((name, *relative)))
+    assert found == listed, f"not listed: {sorted(found - listed)}, stale: {sorted(listed - found)}"
 
 
 def test_stage_code_never_branches_on_an_environment_name() -> None:

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
 from pydantic import BaseModel
+
 from skillsft.schemas.report import TeacherUsage
 
 AnswerT = TypeVar("AnswerT", bound=BaseModel)

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
+
 from skillsft.pipeline.teacher.base import (
     OFFLINE_SOLVERS,
     BatchStats,

@@ -32,6 +32,7 @@ from typing import Any
 import httpx2
 import openai
 from openai import AsyncOpenAI, DefaultAsyncHttpxClient
+
 from skillsft.pipeline.teacher.base import TeacherRequest, TeacherResult
 from skillsft.pipeline.teacher.journal import Journal, JournalRecord, request_key
 from skillsft.pipeline.teacher.limits import AdaptiveLimiter, MinuteWindow

@@ -5,9 +5,10 @@ things. Tokens and dollars count the calls paid for in this run; answers reused 
 (paid by an earlier run) are counted apart, as `reused_*`.
 """
 
+from tqdm.auto import tqdm
+
 from skillsft.pipeline.teacher.base import BatchStats, TeacherResult
 from skillsft.pipeline.teacher.pricing import PriceTable
-from tqdm.auto import tqdm
 
 
 def failure_kind(error: str) -> str:

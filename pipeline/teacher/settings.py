@@ -21,11 +21,12 @@ it never appears in `repr`, logs, the announcement or any file we write.
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Literal
+from typing import Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
 TeacherKind = Literal["openai", "offline"]
+TEACHER_CHOICES: tuple[str, ...] = get_args(TeacherKind)
 
 OPENAI_BASE_URL = "https://api.openai.com/v1"
 DEEPSEEK_BASE_URL = "https://api.deepseek.com"
@@ -39,7 +40,7 @@ STAGE_MODEL_VARIABLES: dict[str, str] = {
 }
 
 # Which environment variables feed which field, in the order they are tried.
-_FIELD_VARIABLES: dict[str, tuple[str, ...]] = {
+FIELD_VARIABLES: dict[str, tuple[str, ...]] = {
     "teacher": ("SKILLSFT_TEACHER",),
     "api_key": ("OPENAI_API_KEY", "DEEPSEEK_API_KEY"),
     "base_url": ("OPENAI_BASE_URL", "DEEPSEEK_BASE_URL"),
@@ -78,7 +79,7 @@ class TeacherSettings(BaseModel):
         env = os.environ if environ is None else environ
         given = {name: value for name, value in explicit.items() if value is not None}
         values: dict[str, object] = {}
-        for field_name, variables in _FIELD_VARIABLES.items():
+        for field_name, variables in FIELD_VARIABLES.items():
             if field_name in given:
                 continue
             for variable in variables:

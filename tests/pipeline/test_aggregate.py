@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from skillsft.pipeline import jsonio
 from skillsft.pipeline.aggregate import (
     AggregateOptions,
@@ -182,7 +183,6 @@ def test_determinism_and_empty_categories_cost_no_call(shared_dir):
 def test_twenty_thousand_memories_over_http(shared_dir, tmp_path):
     from skillsft.pipeline.teacher import openai_teacher as teacher_module
     from skillsft.pipeline.teacher import settings as settings_module
-
     from tests.support import openai_server as server_module
     largest = [0]
     answer_numbers = itertools.count()

@@ -5,6 +5,7 @@ from pathlib import Path
 
 import pytest
 from conftest import episode_of
+
 from skillsft.pipeline.envs import get_env
 from skillsft.pipeline.errors import RolloutDirError
 from skillsft.pipeline.parse import parse_rollouts

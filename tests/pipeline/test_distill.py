@@ -5,6 +5,7 @@ from typing import Any
 
 import pytest
 from pydantic import ValidationError
+
 from skillsft.pipeline.distill import DistillOptions, distill, split_windows
 from skillsft.pipeline.envs import ALFWORLD
 from skillsft.pipeline.teacher.base import BatchStats, TeacherRequest, TeacherResult

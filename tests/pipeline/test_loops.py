@@ -1,6 +1,7 @@
 """Loop removal exactly as FORMATS.md section 1 defines it."""
 
 import pytest
+
 from skillsft.pipeline.loops import remove_loops
 
 

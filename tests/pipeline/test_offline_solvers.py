@@ -5,6 +5,7 @@ import re
 from pathlib import Path
 
 import pytest
+
 from skillsft.pipeline.causal import analyse, chain_backward
 from skillsft.pipeline.envs import get_env
 from skillsft.pipeline.memories import MemoryContext, solve_memory

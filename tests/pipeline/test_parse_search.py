@@ -1,6 +1,7 @@
 """The Search-QA parser (FORMATS.md section 2)."""
 
 import pytest
+
 from skillsft.pipeline.errors import MalformedRollout
 from skillsft.pipeline.parsing.search import parse_search_rollout
 

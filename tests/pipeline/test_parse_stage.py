@@ -5,6 +5,7 @@ import json
 from pathlib import Path
 
 import pytest
+
 from skillsft.pipeline import jsonio
 from skillsft.pipeline.envs import get_env
 from skillsft.pipeline.parse import parse_rollouts

@@ -2,6 +2,7 @@
 
 import pytest
 from conftest import render_episode
+
 from skillsft.pipeline.errors import MalformedRollout
 from skillsft.pipeline.parsing.admissible import split_admissible
 from skillsft.pipeline.parsing.steps import parse_step_rollout

@@ -12,6 +12,7 @@ import pytest
 import yaml
 from datasets import load_dataset
 from huggingface_hub import HfApi
+
 from skillsft.pipeline.errors import InputError
 from skillsft.pipeline.publish import (
     PublishError,
@@ -21,7 +22,6 @@ from skillsft.pipeline.publish import (
     split_by_trajectory,
 )
 from skillsft.pipeline.report import Provenance
-
 from tests.pipeline.test_report import RECORDS, SECRET_URL, build_work_dir
 from tests.support.hub_server import FakeHub, running_hub
 

@@ -3,6 +3,7 @@
 import json
 
 import pytest
+
 from skillsft.pipeline.envs import ALFWORLD, SEARCH, WEBSHOP
 from skillsft.pipeline.render import BlockOptions, render_block
 from skillsft.schemas.skill_bank import SkillBank

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from skillsft.pipeline import jsonio
 from skillsft.pipeline.report import (
     approx_tokens,

@@ -6,9 +6,9 @@ import time
 from pathlib import Path
 
 import pytest
-from skillsft.tasks.targets import iter_manifests
 
 from skillsft.cli import main
+from skillsft.tasks.targets import iter_manifests
 from tests.tasks.conftest import SAMPLES, manifest_times
 
 OUTPUTS = [

@@ -9,8 +9,8 @@ import time
 from pathlib import Path
 
 import pytest
-from skillsft.tasks.targets import iter_manifests, manifest_path_for
 
+from skillsft.tasks.targets import iter_manifests, manifest_path_for
 from tests.support.fixtures import TEST_API_KEY
 from tests.support.stage_responder import stage_responder
 

@@ -7,8 +7,8 @@ import sys
 import time
 
 import orjson
-from skillsft.pipeline.teacher.journal import Journal, JournalRecord, request_key
 
+from skillsft.pipeline.teacher.journal import Journal, JournalRecord, request_key
 from tests.support.fixtures import REPO_ROOT, server_stats, start_server_process
 
 

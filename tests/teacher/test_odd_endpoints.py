@@ -9,9 +9,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+
 from skillsft.pipeline.teacher.openai_teacher import OpenAITeacher, is_reasoning_model
 from skillsft.pipeline.teacher.settings import TeacherSettings
-
 from tests.support.fixtures import TEST_API_KEY
 from tests.support.teacher_run import toy_requests
 

@@ -6,7 +6,6 @@ from typing import Any
 from skillsft.pipeline.teacher import openai_teacher
 from skillsft.pipeline.teacher.openai_teacher import OpenAITeacher, is_reasoning_model
 from skillsft.pipeline.teacher.settings import TeacherSettings
-
 from tests.support.fixtures import TEST_API_KEY, ToyAnswer
 from tests.support.openai_server import FakeOpenAIServer
 from tests.support.teacher_run import toy_requests

@@ -1,0 +1,51 @@
+"""The options `skillsft` hands to `luigi.build`: flags first, then the user's Luigi config.
+
+Luigi reads its configuration from `/etc/luigi/luigi.cfg`, `luigi.cfg` in the current folder
+and `LUIGI_CONFIG_PATH`. A scheduler URL, worker count or logging set up there applies to
+skillsft runs as it would to a `luigi` call; a flag given on the command line wins. Without a
+scheduler anywhere, the run uses Luigi's in-process local scheduler.
+"""
+
+import argparse
+from typing import Any
+
+import luigi.configuration
+
+_SCHEDULER_OPTIONS = ("default-scheduler-url", "default_scheduler_url",
+                      "default-scheduler-host", "default_scheduler_host")
+_LOGGING_OPTIONS = ("logging_conf_file", "logging-conf-file")
+
+
+def luigi_build_options(args: argparse.Namespace) -> dict[str, Any]:
+    config = luigi.configuration.get_config()
+    options: dict[str, Any] = {}
+    if getattr(args, "workers", None) is not None:
+        options["workers"] = args.workers
+    if getattr(args, "scheduler_url", None):
+        options["scheduler_url"] = args.scheduler_url
+    elif not _has_any(config, "core", _SCHEDULER_OPTIONS):
+        options["local_scheduler"] = True
+    if not config_sets_up_logging(config):
+        # Luigi's own console handler would print every worker traceback; skillsft prints
+        # one line per failure and keeps the rest in its log file. Luigi reads this switch
+        # from its configuration only, so it is set there, for this process.
+        if not config.has_section("core"):
+            config.add_section("core")
+        config.set("core", "no_configure_logging", "true")
+    return options
+
+
+def config_sets_up_logging(config: Any) -> bool:
+    has_section = getattr(config, "has_section", None)
+    return _has_any(config, "core", _LOGGING_OPTIONS) or bool(has_section and
+                                                              has_section("logging"))
+
+
+def _has_any(config: Any, section: str, options: tuple[str, ...]) -> bool:
+    for option in options:
+        try:
+            if config.get(section, option, None):
+                return True
+        except Exception:  # noqa: BLE001 - a config parser of another kind: treat as unset
+            continue
+    return False

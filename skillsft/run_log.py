@@ -1,0 +1,38 @@
+"""Where a command's details go: a log file in the work dir, the console only with --verbose.
+
+Every command that touches a work dir writes `WORK_DIR/.skillsft/logs/<time>-<command>.log`
+with Luigi's scheduling messages and the full traceback of any failure. The console gets the
+progress bars, the summary and one line per failure, which is what a user can act on.
+"""
+
+import logging
+import sys
+import time
+from pathlib import Path
+
+_FORMAT = "%(asctime)s %(name)s[%(process)d] %(levelname)s: %(message)s"
+
+
+def open_log(work_dir: Path, command: str, *, verbose: bool) -> Path:
+    """Send log records to a new file under the work dir (and stderr when verbose)."""
+    logs = work_dir / ".skillsft" / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    path = logs / f"{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-{command}.log"
+    root = logging.getLogger()
+    root.setLevel(logging.INFO)
+    to_file = logging.FileHandler(path, encoding="utf-8")
+    to_file.setFormatter(logging.Formatter(_FORMAT))
+    root.addHandler(to_file)
+    if verbose:
+        to_console = logging.StreamHandler(sys.stderr)
+        to_console.setLevel(logging.WARNING)
+        to_console.setFormatter(logging.Formatter("%(levelname)s: %(message)s"))
+        root.addHandler(to_console)
+    return path
+
+
+def close_log() -> None:
+    root = logging.getLogger()
+    for handler in list(root.handlers):
+        handler.close()
+        root.removeHandler(handler)

@@ -1,0 +1,105 @@
+"""What a user sees when a command cannot work: one or two lines, the right exit status, a hint.
+
+Every case runs the real `skillsft` command in a subprocess, as a user's shell would.
+"""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from skillsft import __version__
+from tests.support.fixtures import TEST_API_KEY
+from tests.support.stage_responder import stage_responder
+
+
+def skillsft(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None):
+    environ = {k: v for k, v in os.environ.items()
+               if k not in {"ROLLOUT_DIR", "WORK_DIR", "OPENAI_API_KEY", "SKILLSFT_TEACHER"}}
+    return subprocess.run([sys.executable, "-m", "skillsft", *args], capture_output=True,
+                          text=True, env={**environ, **(env or {})}, cwd=cwd, timeout=600)
+
+
+def error_lines(done: subprocess.CompletedProcess[str]) -> list[str]:
+    return [line for line in done.stderr.splitlines() if line.strip()]
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["run", "alfworld", "--conc", "4"], "did you mean --concurrency?"),
+        (["run", "alfworld", "--hisotry", "3"], "did you mean --history?"),
+        (["rn", "alfworld"], "did you mean run?"),
+        (["run", "alfwrld"], "did you mean alfworld?"),
+        (["run", "alfworld", "--concurrency", "0"], "--concurrency: must be at least 1, got 0"),
+        (["run", "alfworld", "--concurrency", "many"], "--concurrency: must be a whole number"),
+        (["run", "alfworld", "--max-failure-rate", "2"], "must be between 0 and 1, got 2"),
+        (["run", "alfworld", "--validation-fraction", "1.5"], "must be at least 0 and below 1"),
+        (["publish", "--work-dir", "w", "--validation-fraction", "1"], "below 1, got 1"),
+        (["run", "alfworld", "--workers", "0"], "--workers: must be at least 1"),
+        (["run", "search", "--failure-ratio", "-1"], "--failure-ratio: must be 0 or more"),
+    ],
+    ids=["prefix", "typo-flag", "typo-command", "typo-env", "zero", "not-a-number",
+         "rate-above-1", "fraction-above-1", "fraction-1", "workers-0", "negative-ratio"],
+)
+def test_bad_flags_are_usage_errors_with_a_hint(args: list[str], expected: str) -> None:
+    done = skillsft(*args)
+    assert done.returncode == 2
+    lines = error_lines(done)
+    assert len(lines) <= 2, lines
+    assert expected in lines[0]
+
+
+@pytest.mark.parametrize(
+    ("variables", "expected"),
+    [
+        ({"SKILLSFT_CONCURRENCY": "abc"}, "SKILLSFT_CONCURRENCY=abc: must be a valid integer"),
+        ({"SKILLSFT_CONCURRENCY": "0"}, "SKILLSFT_CONCURRENCY=0: must be greater than or equal"),
+        ({"SKILLSFT_TEACHER": "opneai"}, "(did you mean openai?)"),
+    ],
+    ids=["concurrency-text", "concurrency-zero", "teacher-typo"],
+)
+def test_bad_variables_are_usage_errors(tmp_path: Path, variables: dict[str, str],
+                                        expected: str) -> None:
+    done = skillsft("run", "alfworld", "--dry-run", "--work-dir", str(tmp_path), env=variables)
+    assert done.returncode == 2
+    assert expected in done.stderr
+    assert "Traceback" not in done.stderr and "validation error" not in done.stderr
+
+
+def test_version() -> None:
+    done = skillsft("--version")
+    assert done.returncode == 0 and done.stdout.strip() == f"skillsft {__version__}"
+
+
+def test_a_second_run_says_it_is_up_to_date(tmp_path: Path) -> None:
+    first = skillsft("run", "webshop", "--work-dir", str(tmp_path))
+    assert first.returncode == 0, first.stderr
+    assert "up to date" not in first.stdout
+    second = skillsft("run", "webshop", "--work-dir", str(tmp_path))
+    assert second.returncode == 0
+    assert "everything was up to date; nothing was recomputed" in second.stdout
+
+
+def test_a_failing_stage_is_one_line_and_its_traceback_is_in_the_log(tmp_path: Path,
+                                                                      server_factory) -> None:
+    def broken(body):
+        if "step_index in" in str(body.get("messages")):
+            return "this is not JSON"
+        return stage_responder(body)
+
+    server = server_factory(responder=broken)
+    args = ("run", "alfworld", "--teacher", "openai", "--base-url", server.base_url,
+            "--work-dir", str(tmp_path))
+    done = skillsft(*args, env={"OPENAI_API_KEY": TEST_API_KEY})
+    assert done.returncode == 1
+    assert "Traceback" not in done.stderr + done.stdout
+    failed = [line for line in error_lines(done) if line.startswith("skillsft: distill failed:")]
+    assert len(failed) == 1 and "trajectories" in failed[0], done.stderr
+    logs = list((tmp_path / ".skillsft" / "logs").glob("*-run.log"))
+    assert len(logs) == 1 and "Traceback" in logs[0].read_text()
+
+    verbose = skillsft(*args, "--verbose", env={"OPENAI_API_KEY": TEST_API_KEY})
+    assert verbose.returncode == 1 and "Traceback" in verbose.stderr
