@@ -3,6 +3,7 @@
     SkillsftError                 anything skillsft raises deliberately
      +-- InputError               the user's input cannot be used as given (fix the input)
      |    +-- RolloutDirError     ROLLOUT_DIR is missing, not a folder, or holds no rollouts
+     |    +-- UnreadableFile      a user-given file is not the JSON it should be
      |    +-- MalformedRollout    one rollout file breaks the format (becomes a reject, not a
      |                            crash: stage 1 catches it per file and carries on)
      +-- ConfigError              options that contradict each other or are out of range
@@ -24,6 +25,12 @@ class RolloutDirError(InputError):
     """ROLLOUT_DIR does not exist, is not a folder, or holds no rollout files."""
 
 
+class UnreadableFile(InputError, ValueError):
+    """A user-given JSON file (skill bank, memories, trajectories) cannot be parsed.
+
+    Also a ValueError, which is what callers caught before this class existed."""
+
+
 class MalformedRollout(InputError):
     """One rollout file breaks the format; `reason` is a short counter-friendly name.
 
@@ -39,7 +46,7 @@ class MalformedRollout(InputError):
         self.hint = hint
 
 
-class ConfigError(SkillsftError):
+class ConfigError(SkillsftError, ValueError):
     """Options that are out of range or contradict each other."""
 
 

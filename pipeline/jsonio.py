@@ -11,6 +11,8 @@ from typing import Any
 import orjson
 from pydantic import BaseModel
 
+from skillsft.pipeline.errors import UnreadableFile
+
 _OPTIONS = orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS
 
 
@@ -45,4 +47,6 @@ def load(path: str | Path) -> Any:
     try:
         return orjson.loads(data)
     except orjson.JSONDecodeError as exc:
-        raise ValueError(f"{path}: not valid JSON ({exc}); fix or regenerate this file") from exc
+        raise UnreadableFile(
+            f"{path}: not valid JSON ({exc}); fix or regenerate this file"
+        ) from exc

@@ -15,6 +15,7 @@ from pathlib import Path
 import luigi
 from pydantic import ValidationError
 
+from skillsft.pipeline.teacher.pricing import load_price_file
 from skillsft.pipeline.teacher.settings import (
     FIELD_VARIABLES,
     TEACHER_CHOICES,
@@ -74,9 +75,16 @@ def teacher_params(args: argparse.Namespace, environ: Mapping[str, str]) -> dict
         resolved = TeacherSettings.resolve(environ, **explicit)
     except ValidationError as exc:
         raise UsageError(describe_settings_error(exc, explicit, environ)) from None
+    if resolved.teacher == "openai" and resolved.api_key is None:
+        raise UsageError(
+            "the openai teacher needs an API key: set OPENAI_API_KEY (or DEEPSEEK_API_KEY; any "
+            "non-empty value for a local server that ignores keys), or use --teacher offline"
+        )
     prices = getattr(args, "prices", None)
     if prices and not Path(prices).is_file():
         raise UsageError(f"--prices {prices} is not a file")
+    if prices:
+        load_price_file(Path(prices))  # a malformed table fails now, not inside a stage
     params: dict[str, object] = {
         "teacher": resolved.teacher,
         "base_url": resolved.endpoint() if resolved.teacher == "openai" else "",

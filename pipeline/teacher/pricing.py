@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from skillsft.pipeline import jsonio
+from skillsft.pipeline.errors import ConfigError
 
 PRICES_AS_OF = "2025-08-01"
 
@@ -73,7 +74,9 @@ def load_price_file(path: Path) -> dict[str, tuple[float, float]]:
     """Read `{"model": [input_usd_per_1m, output_usd_per_1m]}`; errors name the entry to fix."""
     data = jsonio.load(path)
     if not isinstance(data, dict):
-        raise ValueError(f"{path}: expected an object mapping model names to [input, output]")
+        raise ConfigError(
+            f"--prices {path}: expected an object mapping model names to [input, output]"
+        )
     prices: dict[str, tuple[float, float]] = {}
     for model, pair in data.items():
         if (
@@ -81,8 +84,8 @@ def load_price_file(path: Path) -> dict[str, tuple[float, float]]:
             or len(pair) != 2
             or not all(isinstance(value, int | float) and value >= 0 for value in pair)
         ):
-            raise ValueError(
-                f"{path}: price for {model!r} must be [input, output] USD per 1M tokens, "
+            raise ConfigError(
+                f"--prices {path}: price for {model!r} must be [input, output] USD per 1M tokens, "
                 f"got {pair!r}"
             )
         prices[model] = (float(pair[0]), float(pair[1]))

@@ -103,3 +103,25 @@ def test_a_failing_stage_is_one_line_and_its_traceback_is_in_the_log(tmp_path: P
 
     verbose = skillsft(*args, "--verbose", env={"OPENAI_API_KEY": TEST_API_KEY})
     assert verbose.returncode == 1 and "Traceback" in verbose.stderr
+
+
+def test_configuration_is_checked_before_any_stage_runs(tmp_path: Path) -> None:
+    prices = tmp_path / "prices.json"
+    prices.write_text('{"gpt-4o-mini": 1}')
+    for args, env, expected in (
+        (["--teacher", "openai"], {}, "the openai teacher needs an API key"),
+        (["--teacher", "openai", "--prices", str(prices)], {"OPENAI_API_KEY": TEST_API_KEY},
+         "price for 'gpt-4o-mini' must be [input, output]"),
+    ):
+        done = skillsft("run", "alfworld", "--work-dir", str(tmp_path / "w"), *args, env=env)
+        assert done.returncode == 2 and expected in done.stderr, done.stderr
+        assert not (tmp_path / "w" / "processed_trajectories.json").exists()
+
+
+def test_an_unreadable_skill_bank_fails_the_run_in_one_line(tmp_path: Path) -> None:
+    bank = tmp_path / "bank.json"
+    bank.write_text("not json at all")
+    done = skillsft("run", "alfworld", "--work-dir", str(tmp_path / "w"), "--skill-bank", str(bank))
+    assert done.returncode == 1
+    assert f"skillsft: distill failed: {bank}: not valid JSON" in done.stderr
+    assert "unexpected error" not in done.stderr and "Traceback" not in done.stderr
