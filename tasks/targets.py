@@ -8,12 +8,14 @@ exists *and* its manifest carries the fingerprint the task expects now: a change
 makes the stage (and, through the chained fingerprints, its dependants) run again, an unchanged
 one leaves it alone.
 
-The output is written first (atomically, through Luigi's temporary path) and the manifest last
-(atomically too), so a crash between the two only costs a recomputation, never a stale file
-taken for fresh.
+The output is written first (atomically and durably: temporary file, fsync, rename, fsync of
+the folder) and the manifest last (the same way), so a crash between the two only costs a
+recomputation, never a stale file taken for fresh.
 """
 
 import contextlib
+import os
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -27,11 +29,32 @@ def manifest_path_for(output: Path) -> Path:
 
 
 def write_bytes_atomically(path: Path, data: bytes) -> None:
-    """Write through Luigi's atomic file: a temporary file beside the target, renamed over it
-    (os.replace) on close, so a reader or a crash sees the old bytes or the new, never half."""
+    """Write a temporary file beside the target, fsync it, rename it over the target, fsync the
+    folder: a reader or a crash (even a power loss) sees the old bytes or the new, never half,
+    and a manifest written after an output can never survive without that output."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    with luigi.LocalTarget(str(path), format=luigi.format.Nop).open("w") as handle:
-        handle.write(data)
+    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(handle, view):]
+        os.fsync(handle)
+    except BaseException:
+        os.close(handle)
+        os.unlink(temporary)
+        raise
+    os.close(handle)
+    os.replace(temporary, path)
+    fsync_folder(path.parent)
+
+
+def fsync_folder(folder: Path) -> None:
+    """Make a rename or a new file in `folder` durable (the entry lives in the folder)."""
+    descriptor = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)
 
 
 class StageTarget(luigi.LocalTarget):
