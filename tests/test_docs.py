@@ -7,10 +7,11 @@ import re
 from pathlib import Path
 
 import pytest
-from skillsft.cli import build_parser
 from skillsft.pipeline.envs import ALFWORLD, ENVS, SEARCH_LAYOUT, WEBSHOP
 from skillsft.pipeline.render import render_block
 from skillsft.schemas import CommonMistake, Skill, SkillBank
+
+from skillsft.cli import build_parser
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DOCS = REPO_ROOT / "docs"
@@ -22,6 +23,8 @@ FLAG_ROW = re.compile(r"^\|\s*`(--[a-z][a-z0-9-]*)")
 ANCHOR_LINK = re.compile(r"\]\(#([a-z0-9_-]+)\)")
 LINK = re.compile(r"\]\(([^)\s]+)\)")
 SHARED = re.compile(r"\.\./shared|shared/docs|shared/data")
+# The contract files in ../shared, by name: user-facing markdown points to docs/ instead.
+CONTRACT_NAMES = re.compile(r"\b(FORMATS|CLI)\.md\b")
 
 
 def slug(title: str) -> str:
@@ -150,7 +153,8 @@ def markdown_files() -> list[Path]:
     return [REPO_ROOT / "README.md", *sorted(DOCS.glob("*.md"))]
 
 
-@pytest.mark.parametrize("path", markdown_files(), ids=lambda p: p.relative_to(REPO_ROOT).as_posix())
+@pytest.mark.parametrize("path", markdown_files(),
+                         ids=lambda p: p.relative_to(REPO_ROOT).as_posix())
 def test_links_in_the_docs_resolve(path: Path) -> None:
     broken = []
     for target in LINK.findall(path.read_text()):
@@ -158,9 +162,9 @@ def test_links_in_the_docs_resolve(path: Path) -> None:
             continue  # http(s), mailto: not checked offline
         file_part, _, anchor = target.partition("#")
         linked = (path.parent / file_part).resolve() if file_part else path
-        if not linked.exists():
-            broken.append(target)
-        elif anchor and linked.suffix == ".md" and anchor not in sections(linked.read_text()):
+        missing_heading = (linked.is_file() and linked.suffix == ".md" and bool(anchor)
+                           and anchor not in sections(linked.read_text()))
+        if not linked.exists() or missing_heading:
             broken.append(target)
     assert not broken, f"{path.name}: links to missing files or headings: {broken}"
 
@@ -183,5 +187,16 @@ def test_nothing_a_user_reads_points_into_shared() -> None:
         for path in user_facing_files()
         for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
         if SHARED.search(line)
+    ]
+    assert not offenders, "\n".join(offenders)
+
+
+def test_markdown_a_user_reads_names_our_docs_not_the_contract_files() -> None:
+    pages = [REPO_ROOT / "README.md", *DOCS.rglob("*.md"), *(REPO_ROOT / "examples").rglob("*.md")]
+    offenders = [
+        f"{path.relative_to(REPO_ROOT)}:{number}: {line.strip()}"
+        for path in pages
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if CONTRACT_NAMES.search(line)
     ]
     assert not offenders, "\n".join(offenders)
