@@ -200,3 +200,47 @@ def test_markdown_a_user_reads_names_our_docs_not_the_contract_files() -> None:
         if CONTRACT_NAMES.search(line)
     ]
     assert not offenders, "\n".join(offenders)
+
+
+def code_blocks(section_body: str) -> list[str]:
+    """The indented code blocks of a markdown section, unindented: runs of lines indented by
+    four spaces (blank lines inside included) that follow a blank line."""
+    blocks: list[list[str]] = []
+    inside = False
+    previous = ""
+    for line in section_body.splitlines():
+        if line.startswith("    ") and (inside or not previous.strip()):
+            if not inside:
+                blocks.append([])
+            inside = True
+            blocks[-1].append(line[4:])
+        elif inside and not line.strip():
+            blocks[-1].append("")
+        else:
+            inside = False
+        previous = line
+    return ["\n".join(block).strip("\n") for block in blocks]
+
+
+def test_the_rollout_examples_in_formats_md_parse_as_described() -> None:
+    from skillsft.pipeline.parsing.search import parse_search_rollout
+    from skillsft.pipeline.parsing.steps import parse_step_rollout
+
+    found = sections(FORMATS_MD.read_text())
+    step_file = next(b for b in code_blocks(found["alfworld-and-webshop-step-files"][2])
+                     if "Step -1" in b)
+    episode = parse_step_rollout("\n".join(
+        line for line in step_file.splitlines() if line != "..."))
+    assert episode.task == "put a clean mug in shelf"
+    assert [s.step_id for s in episode.steps] == ["Step -1", "Step 00", "Step 07"]
+    assert set(episode.steps[1].metadata) == {"Raw Model Output", "Parsed Action", "Valid Action"}
+    assert episode.steps[1].admissible_actions == [
+        "examine countertop 1", "go to shelf 1", "take mug 1 from countertop 1"]
+    assert "Welcome" not in episode.steps[0].observation
+    assert episode.succeeded(ALFWORLD.win_reward)
+
+    question_file = next(b for b in code_blocks(found["search-question-files"][2]))
+    search = parse_search_rollout(question_file)
+    assert [s.action for s in search.steps] == [
+        "<search>the office us first episode air date</search>", "<answer>March 24, 2005</answer>"]
+    assert search.reward == 1.0 and search.steps[1].memory_context.startswith("Step 0: <search>")
