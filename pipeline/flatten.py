@@ -88,7 +88,8 @@ def load_conversations(path: str | Path) -> tuple[list[Conversation], list[Rejec
     """Distilled conversations from a file, each malformed one a reject naming its index."""
     data = jsonio.load(path)
     if not isinstance(data, list):
-        raise InputError(f"{path}: expected a JSON list of conversations (FORMATS.md section 7)")
+        raise InputError(f"{path}: expected a JSON list of conversations (docs/formats.md, "
+                         "'Distilled conversations')")
     conversations: list[Conversation] = []
     rejects: list[Reject] = []
     for index, raw in enumerate(data):

@@ -35,7 +35,8 @@ def load_trajectory_records(path: str | Path, stage: str) -> LoadedRecords:
     data = jsonio.load(path)
     if not isinstance(data, list):
         raise InputError(
-            f"{path}: expected a JSON list of processed trajectories (FORMATS.md section 3), "
+            f"{path}: expected a JSON list of processed trajectories (docs/formats.md, "
+            "'Processed trajectories'), "
             f"got {type(data).__name__}"
         )
     loaded = LoadedRecords([])

@@ -88,8 +88,8 @@ def load_skill_bank(path: str | Path, spec: EnvSpec) -> SkillBank:
     try:
         bank = SkillBank.model_validate(data)
     except ValidationError as exc:
-        raise InputError(f"{path}: not a skill bank ({_first_error(exc)}); see FORMATS.md "
-                         "section 5") from None
+        raise InputError(f"{path}: not a skill bank ({_first_error(exc)}); see docs/formats.md, "
+                         "'Skill bank'") from None
     other = ({"task_specific_skills", "query_type_skills"} - {spec.bank_category_key}).pop()
     if getattr(bank, other) is not None:
         raise InputError(f"{path}: has {other!r} but {spec.name} banks use "

@@ -1,4 +1,4 @@
-"""pydantic models for every record skillsft reads or writes (see ../shared/docs/FORMATS.md)."""
+"""pydantic models for every record skillsft reads or writes (described in docs/formats.md)."""
 
 from skillsft.schemas.conversation import AlpacaRecord, Conversation, ExtraInfo, Turn
 from skillsft.schemas.memory import (

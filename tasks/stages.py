@@ -116,7 +116,7 @@ class GenerateMemories(FromInputs, SelectionParams, TeacherParams, MemoryParams,
         records = jsonio.load(source)
         if not isinstance(records, list):
             raise InputError(f"{source}: expected a JSON list of processed trajectories "
-                             "(FORMATS.md section 3)")
+                             "(docs/formats.md, 'Processed trajectories')")
         teacher = build_teacher(self, "memory", self.memory_model)
         options = MemoryOptions(
             all_trajectories=self.all_trajectories, failure_threshold=self.max_failure_rate
