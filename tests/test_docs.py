@@ -7,11 +7,11 @@ import re
 from pathlib import Path
 
 import pytest
+
+from skillsft.cli import build_parser
 from skillsft.pipeline.envs import ALFWORLD, ENVS, SEARCH_LAYOUT, WEBSHOP
 from skillsft.pipeline.render import render_block
 from skillsft.schemas import CommonMistake, Skill, SkillBank
-
-from skillsft.cli import build_parser
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DOCS = REPO_ROOT / "docs"
