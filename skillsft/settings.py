@@ -192,6 +192,9 @@ def build_root_task(args: argparse.Namespace, environ: Mapping[str, str]) -> lui
         )
     if command in stages.SINGLE_STAGE_TASKS:
         inputs = [str(Path(p)) for p in args.input]
+        if len(inputs) > 1 and command != "aggregate":
+            raise UsageError(f"{command} reads one --input file, got {len(inputs)}; only "
+                             "aggregate merges several")
         for path in inputs + ([args.skill_bank] if getattr(args, "skill_bank", None) else []):
             if not Path(path).is_file():
                 raise UsageError(f"input file {path} does not exist")

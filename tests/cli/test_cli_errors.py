@@ -125,3 +125,13 @@ def test_an_unreadable_skill_bank_fails_the_run_in_one_line(tmp_path: Path) -> N
     assert done.returncode == 1
     assert f"skillsft: distill failed: {bank}: not valid JSON" in done.stderr
     assert "unexpected error" not in done.stderr and "Traceback" not in done.stderr
+
+
+def test_only_aggregate_takes_several_inputs(tmp_path: Path) -> None:
+    first, second = tmp_path / "a.json", tmp_path / "b.json"
+    first.write_text("[]")
+    second.write_text("[]")
+    done = skillsft("flatten", "alfworld", "--input", str(first), "--input", str(second),
+                    "--output", str(tmp_path / "out.json"))
+    assert done.returncode == 2
+    assert "flatten reads one --input file, got 2" in done.stderr
