@@ -21,9 +21,10 @@ def repo_root() -> Path:
 
 @pytest.fixture
 def shared_dir() -> Path:
-    """../shared (read-only data); tests that need it skip when it is absent."""
+    """../shared (read-only data); tests that need it skip, saying why, when it is absent."""
     if not SHARED_DIR.is_dir():
-        pytest.skip("../shared is not present")
+        pytest.skip("needs ../shared: SkillRL's released memories and skill banks (third-party "
+                    "data the project does not ship) or the CLI contract docs/cli.md follows")
     return SHARED_DIR
 
 

@@ -1,6 +1,7 @@
 """Alpaca records (FORMATS.md 8), byte for byte, and the post-checks on whole conversations."""
 
 from collections import Counter
+from pathlib import Path
 
 from skillsft.pipeline.conversations import TextTurn
 from skillsft.pipeline.envs import ALFWORLD, SEARCH, WEBSHOP
@@ -194,13 +195,14 @@ def test_webshop_flatten_renders_the_inserted_turn_into_later_histories() -> Non
     )
 
 
-def test_real_alfworld_sample_round_trips_through_distill_and_flatten(shared_dir) -> None:
+def test_real_alfworld_sample_round_trips_through_distill_and_flatten() -> None:
     from skillsft.pipeline.distill import distill
     from skillsft.pipeline.parse import parse_rollouts
     from skillsft.pipeline.teacher.offline import OfflineTeacher
     from skillsft.schemas.skill_bank import SkillBank
 
-    parsed = parse_rollouts(ALFWORLD, shared_dir / "data" / "rollouts" / "alfworld-sample")
+    sample = Path(__file__).resolve().parents[2] / "examples" / "rollouts" / "alfworld"
+    parsed = parse_rollouts(ALFWORLD, sample)
     bank = SkillBank.model_validate({"general_skills": [], "task_specific_skills": {}})
     distilled = distill(parsed.records, ALFWORLD, bank, OfflineTeacher(show_progress=False))
     result = flatten(distilled.conversations, ALFWORLD)

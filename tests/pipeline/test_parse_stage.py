@@ -17,8 +17,9 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "rollouts"
 
 
 @pytest.fixture
-def alfworld_sample(shared_dir: Path) -> Path:
-    return shared_dir / "data" / "rollouts" / "alfworld-sample"
+def alfworld_sample() -> Path:
+    """The bundled copy of the real ALFWorld sample, with its truth.json."""
+    return EXAMPLES / "alfworld"
 
 
 def test_every_sample_file_matches_truth(alfworld_sample: Path) -> None:
