@@ -21,7 +21,8 @@ from skillsft.pipeline.envs import ENVS
 from skillsft.tasks.base import StageTask, input_signatures_frozen, walk_graph
 from skillsft.tasks.summary import print_summary
 
-STAGES = ("parse", "memories", "aggregate", "distill", "flatten", "report", "publish")
+STAGES = ("parse", "memories", "aggregate", "distill", "flatten", "report", "publish",
+          "preferences", "skills")
 _OK = {LuigiStatusCode.SUCCESS, LuigiStatusCode.SUCCESS_WITH_RETRY}
 
 
@@ -83,15 +84,16 @@ def add_run_flags(parser: argparse.ArgumentParser) -> None:
 STAGE_FLAGS: tuple[tuple[tuple[str, ...], str, dict[str, object]], ...] = (
     (("memories",), "--all-trajectories",
      {"action": "store_true", "help": "one memory per kept trajectory, not per env"}),
-    (("memories", "aggregate", "distill"), "--max-failure-rate",
+    (("memories", "aggregate", "distill", "preferences"), "--max-failure-rate",
      {"type": float, "default": 0.10,
       "help": "fail the stage when a larger share of its items fail (default 0.10)"}),
     (("aggregate",), "--batch-size",
      {"type": positive_int, "default": 40, "help": "max items merged per teacher call"}),
-    (("distill", "flatten"), "--history",
+    (("distill", "flatten", "preferences"), "--history",
      {"type": positive_int, "default": 5, "help": "(observation, action) pairs per turn"}),
-    (("distill",), "--seed", {"type": int, "default": 0, "help": "seed of the done turn"}),
-    (("distill",), "--actions-only-history",
+    (("distill", "preferences"), "--seed",
+     {"type": int, "default": 0, "help": "seed of the done turn"}),
+    (("distill", "preferences"), "--actions-only-history",
      {"action": "store_true", "help": "search: no retrieved information in the history"}),
 )
 
@@ -101,6 +103,26 @@ def add_stage_flags(parser: argparse.ArgumentParser, stage: str | None = None) -
     for stages, flag, options in STAGE_FLAGS:
         if stage is None or stage in stages:
             parser.add_argument(flag, **options)  # type: ignore[arg-type]
+
+
+def add_preference_commands(sub: argparse._SubParsersAction, envs: list[str]) -> None:
+    """`preferences` (pairs from every episode) and `export-skills` (SKILL.md), issue 14."""
+    prefs = sub.add_parser("preferences", help="preference pairs from anchor states of every "
+                           "episode (mixed envs included)")
+    prefs.add_argument("env", choices=envs)
+    prefs.add_argument("--rollout-dir", default=None, help="default: $ROLLOUT_DIR, else the "
+                       "bundled sample")
+    prefs.add_argument("--skill-bank", required=True)
+    prefs.add_argument("--output", required=True, help="the pairs file (.jsonl)")
+    add_teacher_flags(prefs, per_stage_models=False)
+    add_stage_flags(prefs, "preferences")
+    add_run_flags(prefs)
+
+    skills = sub.add_parser("export-skills", help="the skill bank as a SKILL.md skill document")
+    skills.add_argument("env", choices=envs)
+    skills.add_argument("--skill-bank", required=True)
+    skills.add_argument("--output", required=True, metavar="DIR",
+                        help="writes DIR/<env>-skills/SKILL.md")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -119,6 +141,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--revision", default=None, help="with --repo-id: the branch to commit to")
     run.add_argument("--validation-fraction", type=float, default=0.0,
                      help="with --repo-id: share of trajectories held out as a validation split")
+    run.add_argument("--preferences", action="store_true",
+                     help="also write <env>_preference_pairs.jsonl (and publish it)")
     add_selection_flags(run)
     add_teacher_flags(run, per_stage_models=True)
     add_stage_flags(run)
@@ -148,6 +172,8 @@ def build_parser() -> argparse.ArgumentParser:
             add_teacher_flags(stage, per_stage_models=False)
         add_stage_flags(stage, name)
         add_run_flags(stage)
+
+    add_preference_commands(sub, envs)
 
     publish = sub.add_parser("publish", help="stage 5: export the corpus, upload to the Hub")
     publish.add_argument("--work-dir", required=True)
