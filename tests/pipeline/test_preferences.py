@@ -189,21 +189,21 @@ def test_bad_files_are_rejects_and_an_empty_folder_is_an_error(
         groups_of(tmp_path / "missing")
 
 
-SEARCH_WON = """Your question: which magazine was started first, arthur's magazine or first for women
+SEARCH_WON = """Your question: which magazine came first, arthur's or first for women
 
 History:
-Step 0:<search>arthur's magazine founded</search> <information>Arthur's Magazine (1844-1846).</information>
-Step 1:<search>first for women founded</search> <information>First for Women started in 1989.</information>
+Step 0:<search>arthur's magazine founded</search> <information>Arthur's: 1844.</information>
+Step 1:<search>first for women founded</search> <information>1989.</information>
 
 Now it's your turn to take an action.
 Action 2: <answer>Arthur's Magazine</answer>
 
 Reward: 1.0
 """
-SEARCH_LOST = """Your question: which magazine was started first, arthur's magazine or first for women
+SEARCH_LOST = """Your question: which magazine came first, arthur's or first for women
 
 History:
-Step 0:<search>arthur's magazine founded</search> <information>Arthur's Magazine (1844-1846).</information>
+Step 0:<search>arthur's magazine founded</search> <information>Arthur's: 1844.</information>
 
 Now it's your turn to take an action.
 Action 1: <answer>First for Women</answer>
