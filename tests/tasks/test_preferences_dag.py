@@ -2,18 +2,23 @@
 the bundled ALFWorld sample (real engine rollouts, three mixed envs), the teacher over HTTP,
 re-runs, the report and the export."""
 
+import io
 import json
 import re
 import time
 from pathlib import Path
 from typing import Any
 
+import pyarrow.parquet as pq
 import pytest
+import yaml
 from datasets import load_dataset
-from skillsft.pipeline.publish import PublishOptions, export_local
+from huggingface_hub import HfApi
+from skillsft.pipeline.publish import PublishOptions, export_local, publish
 
 from skillsft.cli import main
 from tests.support.fixtures import TEST_API_KEY
+from tests.support.hub_server import running_hub
 from tests.support.openai_server import schema_answer
 from tests.tasks.conftest import SAMPLES, manifest_times
 
@@ -164,3 +169,32 @@ def test_preferences_without_any_mixed_env_is_an_error(tmp_path: Path, capsys) -
                  "offline"])
     assert code == 1
     assert not (tmp_path / "o" / "pairs.jsonl").exists()
+
+
+def test_publish_uploads_pairs_config_and_skill_document(tmp_path: Path, monkeypatch) -> None:
+    work = tmp_path / "w"
+    assert main(["run", "alfworld", "--teacher", "offline", "--work-dir", str(work),
+                 "--preferences"]) == 0
+    pairs = read_pairs(work / "alfworld_preference_pairs.jsonl")
+    monkeypatch.setenv("HF_TOKEN", "hf_TESTtokenForPreferences0123456789")
+    monkeypatch.setenv("HF_HUB_DISABLE_TELEMETRY", "1")
+    with running_hub() as hub:
+        hub.seed_repo("someone/agent", {
+            "alfworld_preferences/train-00000-of-00002.parquet": b"stale shard"})
+        publish(work, "alfworld", "someone/agent", PublishOptions(retry_wait_seconds=0.0),
+                api=HfApi(endpoint=hub.url))
+        [commit] = hub.commits
+        files = hub.files("someone/agent")
+    assert sorted(commit.added) == ["README.md", "alfworld/train-00000-of-00001.parquet",
+                                    "alfworld_preferences/train-00000-of-00001.parquet",
+                                    "skills/alfworld-skills/SKILL.md"]
+    assert commit.deleted == ["alfworld_preferences/train-00000-of-00002.parquet"]
+    table = pq.read_table(io.BytesIO(files["alfworld_preferences/train-00000-of-00001.parquet"]))
+    assert table.column_names == ["prompt", "chosen", "rejected"]
+    assert table.column("rejected").to_pylist() == [p["rejected"] for p in pairs]
+    assert files["skills/alfworld-skills/SKILL.md"] == (
+        work / "skills" / "alfworld-skills" / "SKILL.md").read_bytes()
+    card = files["README.md"].decode()
+    configs = yaml.safe_load(card.split("---", 2)[1])["configs"]
+    assert [c["config_name"] for c in configs] == ["alfworld", "alfworld_preferences"]
+    assert "## Config `alfworld_preferences`" in card
