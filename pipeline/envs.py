@@ -43,6 +43,10 @@ class EnvSpec:
     # Stage 1 (FORMATS.md 1-2): how rollout files are found, parsed and selected
     # (pipeline/parsing/formats.py); a Search episode is a win when its reward >= win_reward.
     rollout_format: RolloutFormat = STEP_FORMAT
+    # The skill document (pipeline/skill_document.py): the environment's name as people write
+    # it, and what an agent is doing when it should load the document.
+    display_name: str = ""
+    skill_scope: str = ""
 
     def __post_init__(self) -> None:
         # A text layout decides wins too (which trajectories are distilled, the done turn):
@@ -131,6 +135,9 @@ ALFWORLD = EnvSpec(
     layout=ALFWORLD_LAYOUT,
     postchecks=ALFWORLD_CHECKS,
     action_semantics=ALFWORLD_SEMANTICS,
+    display_name="ALFWorld",
+    skill_scope="acting in a text-based household (ALFRED) environment: finding, taking, "
+    "cleaning, heating, cooling, examining and placing objects",
 )
 
 WEBSHOP = EnvSpec(
@@ -143,6 +150,9 @@ WEBSHOP = EnvSpec(
     layout=WEBSHOP_LAYOUT,
     postchecks=WEBSHOP_CHECKS,
     action_semantics=WEBSHOP_SEMANTICS,
+    display_name="WebShop",
+    skill_scope="shopping in a web store for a product that meets a request's attributes, "
+    "options and price limit, through search[...] and click[...] actions",
 )
 
 SEARCH = EnvSpec(
@@ -156,6 +166,9 @@ SEARCH = EnvSpec(
     action_semantics=SEARCH_SEMANTICS,
     rollout_format=SEARCH_FORMAT,
     win_reward=1.0,
+    display_name="Search-QA",
+    skill_scope="answering a question step by step with a search engine: issuing "
+    "<search> queries, reading what they retrieve and committing to an <answer>",
 )
 
 ENVS: dict[str, EnvSpec] = {spec.name: spec for spec in (ALFWORLD, WEBSHOP, SEARCH)}

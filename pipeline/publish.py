@@ -42,6 +42,7 @@ from huggingface_hub.utils import build_hf_headers, hf_raise_for_status, http_ba
 
 from skillsft.pipeline.dataset_card import CardConfig, generation_settings, merged_card
 from skillsft.pipeline.errors import InputError, SkillsftError
+from skillsft.pipeline.publish_extras import export_extras
 from skillsft.pipeline.report import HUB_DIR, Provenance, build_report, load_corpus, load_provenance
 
 log = logging.getLogger("skillsft.publish")
@@ -82,6 +83,9 @@ class LocalExport:
     splits: dict[str, int]  # split -> rows
     card_config: CardConfig
     notes: list[str] = field(default_factory=list)
+    # Preference pairs and the skill document, when the run made them (pipeline/publish_extras)
+    extra_configs: list[tuple[CardConfig, str]] = field(default_factory=list)
+    extra_folders: list[str] = field(default_factory=list)
 
     def files(self) -> list[tuple[str, int]]:
         """(path in repo, size in bytes) of every file an upload would commit."""
@@ -201,26 +205,35 @@ def export_local(
         splits=tuple(split_infos),
         download_size=sum(p.stat().st_size for p in shards),
     )
+    extras = export_extras(work_dir, env, root)
+    notes += extras.notes
     card_path = root / CARD_FILE
     existing = card_path.read_text(encoding="utf-8") if card_path.is_file() else None
-    card_path.write_text(card_text(work_dir, env, config, existing, options), encoding="utf-8")
+    card_path.write_text(card_text(work_dir, env, config, existing, options, extras.configs),
+                         encoding="utf-8")
     for note in notes:
         log.warning(note)
     return LocalExport(
         root=root,
-        paths=[*shards, card_path],
+        paths=[*shards, *extras.paths, card_path],
         rows=sum(s.num_examples for s in split_infos),
         splits={s.name: s.num_examples for s in split_infos},
         card_config=config,
         notes=notes,
+        extra_configs=extras.configs,
+        extra_folders=extras.folders,
     )
 
 
 def card_text(work_dir: Path, env: str, config: CardConfig, existing: str | None,
-              options: PublishOptions) -> str:
+              options: PublishOptions, extras: Sequence[tuple[CardConfig, str]] = ()) -> str:
     settings = generation_settings(build_report(work_dir, env))
-    return merged_card(existing, config, settings, license=options.license,
+    text = merged_card(existing, config, settings, license=options.license,
                        pretty_name=options.pretty_name)
+    for extra_config, section in extras:
+        text = merged_card(text, extra_config, section, license=options.license,
+                           pretty_name=options.pretty_name)
+    return text
 
 
 # -- the Hub ----------------------------------------------------------------------------------
@@ -335,11 +348,12 @@ def upload(api: HfApi, export: LocalExport, env: str, repo_id: str, revision: st
         with_retries("create_branch", lambda: api.create_branch(
             repo_id, branch=revision, repo_type="dataset", exist_ok=True), options)
     existing = fetch_card(api, repo_id, revision, options)
-    card = card_text(export.root.parent, env, export.card_config, existing, options)
+    card = card_text(export.root.parent, env, export.card_config, existing, options,
+                     export.extra_configs)
     (export.root / CARD_FILE).write_text(card, encoding="utf-8")  # the local mirror = the commit
     local = {p.relative_to(export.root).as_posix() for p in export.paths}
-    stale = [path for path in with_retries(
-        "list files", lambda: remote_files(api, repo_id, env, revision), options)
+    stale = [path for folder in (env, *export.extra_folders) for path in with_retries(
+        "list files", lambda f=folder: remote_files(api, repo_id, f, revision), options)
         if path not in local]
     message = options.commit_message or f"skillsft: publish {env} ({export.rows} rows)"
     info = with_retries("commit", lambda: api.create_commit(

@@ -10,7 +10,7 @@ import contextlib
 import fcntl
 import os
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import luigi
@@ -33,7 +33,8 @@ from skillsft.tasks.base import StageTask, input_signatures_frozen, walk_graph
 from skillsft.tasks.failures import CONFIGURATION_ERRORS, clear_failure, read_failure
 from skillsft.tasks.summary import print_summary
 
-STAGES = ("parse", "memories", "aggregate", "distill", "flatten", "report", "publish")
+STAGES = ("parse", "memories", "aggregate", "distill", "flatten", "report", "publish",
+          "preferences", "skills")
 _OK = {LuigiStatusCode.SUCCESS, LuigiStatusCode.SUCCESS_WITH_RETRY}
 
 
@@ -90,15 +91,16 @@ def add_run_flags(parser: argparse.ArgumentParser) -> None:
 STAGE_FLAGS: tuple[tuple[tuple[str, ...], str, dict[str, object]], ...] = (
     (("memories",), "--all-trajectories",
      {"action": "store_true", "help": "one memory per kept trajectory, not per env"}),
-    (("memories", "aggregate", "distill"), "--max-failure-rate",
+    (("memories", "aggregate", "distill", "preferences"), "--max-failure-rate",
      {"type": share, "default": 0.10,
       "help": "fail the stage when a larger share of its items fail (default 0.10)"}),
     (("aggregate",), "--batch-size",
      {"type": positive_int, "default": 40, "help": "max items merged per teacher call"}),
-    (("distill", "flatten"), "--history",
+    (("distill", "flatten", "preferences"), "--history",
      {"type": positive_int, "default": 5, "help": "(observation, action) pairs per turn"}),
-    (("distill",), "--seed", {"type": int, "default": 0, "help": "seed of the done turn"}),
-    (("distill",), "--actions-only-history",
+    (("distill", "preferences"), "--seed",
+     {"type": int, "default": 0, "help": "seed of the done turn"}),
+    (("distill", "preferences"), "--actions-only-history",
      {"action": "store_true", "help": "search: no retrieved information in the history"}),
 )
 
@@ -108,6 +110,28 @@ def add_stage_flags(parser: argparse.ArgumentParser, stage: str | None = None) -
     for stages, flag, options in STAGE_FLAGS:
         if stage is None or stage in stages:
             parser.add_argument(flag, **options)  # type: ignore[arg-type]
+
+
+def add_preference_commands(
+    add_command: Callable[[str, str], argparse.ArgumentParser], envs: list[str]
+) -> None:
+    """`preferences` (pairs from every episode) and `export-skills` (SKILL.md)."""
+    prefs = add_command("preferences", "preference pairs from anchor states of every episode "
+                        "(mixed envs included)")
+    prefs.add_argument("env", choices=envs)
+    prefs.add_argument("--rollout-dir", default=None, help="default: $ROLLOUT_DIR, else the "
+                       "bundled sample")
+    prefs.add_argument("--skill-bank", required=True)
+    prefs.add_argument("--output", required=True, help="the pairs file (.jsonl)")
+    add_teacher_flags(prefs, per_stage_models=False)
+    add_stage_flags(prefs, "preferences")
+    add_run_flags(prefs)
+
+    skills = add_command("export-skills", "the skill bank as a SKILL.md skill document")
+    skills.add_argument("env", choices=envs)
+    skills.add_argument("--skill-bank", required=True)
+    skills.add_argument("--output", required=True, metavar="DIR",
+                        help="writes DIR/<env>-skills/SKILL.md")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -134,6 +158,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--revision", default=None, help="with --repo-id: the branch to commit to")
     run.add_argument("--validation-fraction", type=held_out_share, default=0.0,
                      help="with --repo-id: share of trajectories held out as a validation split")
+    run.add_argument("--preferences", action="store_true",
+                     help="also write <env>_preference_pairs.jsonl (and publish it)")
     add_selection_flags(run)
     add_teacher_flags(run, per_stage_models=True)
     add_stage_flags(run)
@@ -163,6 +189,8 @@ def build_parser() -> argparse.ArgumentParser:
             add_teacher_flags(stage, per_stage_models=False)
         add_stage_flags(stage, name)
         add_run_flags(stage)
+
+    add_preference_commands(add_command, envs)
 
     publish = add_command("publish", "stage 5: export the corpus, upload to the Hub")
     publish.add_argument("--work-dir", required=True)

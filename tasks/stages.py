@@ -283,9 +283,13 @@ class BuildReport(Flatten):
     stage = "report"
     output_name = "report.json"  # type: ignore[assignment]
     shaping_params = ()
+    preferences = luigi.BoolParameter(default=False)  # also preference pairs (issue 14)
 
     def requires(self) -> list[luigi.Task]:
-        return [self.clone(Flatten)]
+        from skillsft.tasks.preferences import PreferencePairs, SkillDocument
+
+        extras = [self.clone(PreferencePairs)] if self.preferences else []
+        return [self.clone(Flatten), self.clone(SkillDocument), *extras]
 
     def compute(self) -> StageOutput:
         from skillsft.pipeline.report import build_report, render_report_md
@@ -308,6 +312,7 @@ class RunEnv(SelectionParams, TeacherParams, MemoryParams, AggregateParams, Dist
     private = luigi.BoolParameter(default=False)
     revision = luigi.Parameter(default="")
     validation_fraction = luigi.FloatParameter(default=0.0)
+    preferences = luigi.BoolParameter(default=False)
 
     def requires(self) -> list[luigi.Task]:
         wanted: list[luigi.Task] = [self.clone(BuildReport)]

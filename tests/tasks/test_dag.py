@@ -111,7 +111,8 @@ def test_dry_run_with_force_changes_nothing_on_disk(tmp_path: Path, capsys) -> N
     manifests = manifest_times(work)
     capsys.readouterr()
     assert run("--work-dir", str(work), "--dry-run", "--force", "memories") == 0
-    assert capsys.readouterr().out.count("would run") == 6
+    # memories, aggregate, distill, flatten, the skill document, report, RunEnv
+    assert capsys.readouterr().out.count("would run") == 7
     assert manifest_times(work) == manifests
     assert run("--work-dir", str(work), "--dry-run") == 0
     assert "would run" not in capsys.readouterr().out
@@ -171,7 +172,7 @@ def test_dry_run_lists_what_would_run_and_runs_nothing(tmp_path: Path, capsys) -
     work = tmp_path / "w"
     assert run("--work-dir", str(work), "--dry-run") == 0
     out = capsys.readouterr().out
-    assert out.count("would run") == 7  # six stages and the wrapper
+    assert out.count("would run") == 8  # six stages, the skill document and the wrapper
     assert not work.exists() or not any(work.iterdir())
     assert run("--work-dir", str(work)) == 0
     capsys.readouterr()

@@ -1,0 +1,127 @@
+"""Luigi tasks beyond the SFT corpus: preference pairs and the skill document (issue 14).
+
+`PreferencePairs` (`<env>_preference_pairs.jsonl`) reads every episode of the rollout folder
+(mixed envs included, whatever `--include-mixed` says for SFT) and the skill bank; its
+fingerprint covers the rollout folder, the bank, the rendering knobs, the teacher and the prompt
+versions, so changing any of them recomputes it and nothing else does. `SkillDocument` writes
+`skills/<env>-skills/SKILL.md` beside the corpus from the same bank.
+"""
+
+from pathlib import Path
+
+import luigi
+
+from skillsft.pipeline import jsonio
+from skillsft.pipeline.envs import get_env
+from skillsft.pipeline.errors import InputError, check_failure_rate
+from skillsft.tasks.base import StageOutput, StageTask, hash_file, signature_of_tree
+from skillsft.tasks.params import (
+    RENDERING,
+    AggregateParams,
+    DistillParams,
+    MemoryParams,
+    SelectionParams,
+    TeacherParams,
+)
+from skillsft.tasks.teacher import build_teacher, stats_to_dict
+
+
+class FromSkillBank(SelectionParams, TeacherParams, MemoryParams, AggregateParams, DistillParams,
+                    StageTask):
+    """A stage reading the skill bank: the user's file (`skill_bank`) or stage 2's output."""
+
+    skill_bank = luigi.Parameter(default="")
+
+    def requires(self) -> list[luigi.Task]:
+        from skillsft.tasks.stages import AggregateSkillBank, InputFile
+
+        if self.skill_bank:
+            return [InputFile(path=self.skill_bank)]
+        return [self.clone(AggregateSkillBank)]
+
+    def bank_file(self) -> Path:
+        return Path(luigi.task.flatten(self.input())[0].path)
+
+    def external_signatures(self) -> dict[str, str]:
+        return {"skill_bank": hash_file(Path(self.skill_bank))} if self.skill_bank else {}
+
+
+class PreferencePairs(FromSkillBank):
+    stage = "preferences"
+    shaping_params = ("teacher", "base_url", "distill_model", *RENDERING)
+    # `skillsft preferences` fails on an empty result; `run --preferences` writes the empty
+    # file (the SFT corpus is the run's product) and the report shows why it is empty.
+    require_pairs = luigi.BoolParameter(default=False, significant=False)
+
+    @property
+    def output_name(self) -> str:  # type: ignore[override]
+        return f"{self.env}_preference_pairs.jsonl"
+
+    def external_signatures(self) -> dict[str, str]:
+        return {**super().external_signatures(),
+                "rollout_dir": signature_of_tree(Path(self.rollout_dir))}
+
+    def version_tags(self) -> dict[str, str]:
+        from skillsft.pipeline.distill import PROMPT_VERSION as DISTILL_VERSION
+        from skillsft.pipeline.preferences import PROMPT_VERSION
+
+        return {"prompt/distill": DISTILL_VERSION, "prompt/preferences": PROMPT_VERSION}
+
+    def compute(self) -> StageOutput:
+        from skillsft.pipeline.conversations import RenderOptions
+        from skillsft.pipeline.episodes import collect_episodes
+        from skillsft.pipeline.preferences import PreferenceOptions, build_preference_pairs
+        from skillsft.pipeline.skill_bank_io import load_skill_bank
+        from skillsft.tasks.stages import examples, rejects_lines
+
+        spec = get_env(self.env)
+        episodes = collect_episodes(spec.rollout_format.name, self.rollout_dir, spec.win_reward)
+        bank = load_skill_bank(self.bank_file(), spec)
+        teacher = build_teacher(self, "preferences", self.distill_model)
+        options = PreferenceOptions(
+            render=RenderOptions(history=self.history, seed=self.seed,
+                                 search_information=self.keep_information),
+            input_name=str(self.rollout_dir),
+        )
+        result = build_preference_pairs(episodes.groups, spec, bank, teacher, options)
+        rejects = episodes.rejects + result.rejects
+        failed = result.counts.get("skipped_teacher_failed", 0)
+        check_failure_rate(failed, failed + len(result.pairs), self.max_failure_rate,
+                           f"preference pairs of {self.rollout_dir}", examples(result.rejects))
+        if self.require_pairs and not result.pairs:
+            raise InputError(
+                f"no preference pair from {self.rollout_dir}: pairs need an env with a won and "
+                f"a lost episode that act differently in the same state "
+                f"({result.counts.get('groups_both_outcomes', 0)} of "
+                f"{episodes.counts['groups']} envs have both outcomes)"
+            )
+        return StageOutput(
+            payload=jsonio.dumps_lines(result.pairs),
+            counts={**episodes.counts, **result.counts, "inputs": episodes.counts["episodes"],
+                    "outputs": len(result.pairs), "rejected": len(rejects)},
+            teacher=[stats_to_dict(result.stats)] if result.stats else [],
+            side_files={"preferences_rejects.jsonl": rejects_lines(rejects)},
+        )
+
+
+class SkillDocument(FromSkillBank):
+    stage = "skills"
+    shaping_params = ()
+
+    @property
+    def output_name(self) -> str:  # type: ignore[override]
+        from skillsft.pipeline.skill_document import document_path
+
+        return str(document_path("skills", get_env(self.env)))
+
+    def compute(self) -> StageOutput:
+        from skillsft.pipeline.skill_bank_io import load_skill_bank
+        from skillsft.pipeline.skill_document import render_skill_document
+
+        spec = get_env(self.env)
+        bank = load_skill_bank(self.bank_file(), spec)
+        return StageOutput(payload=render_skill_document(bank, spec).encode(),
+                           counts={"general_skills": len(bank.general_skills),
+                                   "category_skills": sum(map(len,
+                                                              bank.category_skills().values())),
+                                   "common_mistakes": len(bank.common_mistakes)})
