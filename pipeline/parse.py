@@ -31,6 +31,8 @@ class ParseResult:
     records: list[Any]
     rejects: list[Reject] = field(default_factory=list)
     counts: dict[str, int] = field(default_factory=dict)
+    # What the stage found about the dump and how it selects because of it, for the user.
+    notices: list[str] = field(default_factory=list)
 
 
 def default_workers() -> int:
@@ -83,6 +85,7 @@ def parse_rollouts(
         raise RolloutDirError(
             f"no rollout files in {rollout_dir}: {spec.name} expects {rollout_format.layout}"
         )
+    options, notices = rollout_format.fit_options(groups, options, counts)
     jobs = [GroupJob(str(rollout_dir), group, options, spec.win_reward) for group in groups]
     rejects: list[Reject] = []
 
@@ -97,4 +100,4 @@ def parse_rollouts(
     records = rollout_format.select(collected(bar), options, counts)
     counts["records"] = len(records)
     nonzero = {key: counts[key] for key in sorted(counts) if counts[key]}
-    return ParseResult(records, rejects, nonzero)
+    return ParseResult(records, rejects, nonzero, notices)

@@ -16,8 +16,11 @@ from typing import Any, ClassVar
 
 import luigi
 import orjson
+from skillsft.pipeline.stage_outcome import StageOutcome, check_outcome
 from skillsft.tasks.params import EnvParams
 from skillsft.tasks.targets import StageTarget, write_bytes_atomically
+
+DEFAULT_FAILURE_RATE = 0.10
 
 # Bumped when a stage's own logic changes in a way that changes its output.
 CODE_VERSION = "1"
@@ -29,6 +32,10 @@ class StageOutput:
     counts: dict[str, int] = field(default_factory=dict)
     teacher: list[dict[str, Any]] = field(default_factory=list)
     side_files: dict[str, bytes] = field(default_factory=dict)  # name beside output -> bytes
+    # What the stage attempted and made; checked after the side files (its rejects file among
+    # them, named `rejects_name`) are written, so a failing stage still lists what it dropped.
+    outcome: StageOutcome | None = None
+    rejects_name: str = ""
 
 
 # Signatures of inputs from outside the graph, kept only inside `input_signatures_frozen()`:
@@ -150,6 +157,9 @@ class StageTask(EnvParams, luigi.Task):
         target = self.output()
         for name, data in result.side_files.items():
             write_bytes_atomically(target_dir(target) / name, data)
+        if result.outcome is not None:
+            check_outcome(result.outcome, getattr(self, "max_failure_rate", DEFAULT_FAILURE_RATE),
+                          str(target_dir(target) / result.rejects_name))
         target.write(result.payload)
         target.write_manifest(
             {

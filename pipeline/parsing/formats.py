@@ -75,6 +75,11 @@ class RolloutFormat:
     discover: Callable[[Path, Counter[str]], list[Group]]
     parse_group: Callable[[GroupJob], GroupResult]
     select: Callable[[Iterable[GroupResult], SelectionOptions, Counter[str]], list[Any]]
+    # Fits the selection rules to the shape of the dump found (main process, after discover);
+    # returns the options to use and notices saying what was found and how it selects.
+    fit_options: Callable[
+        [list[Group], SelectionOptions, Counter[str]], tuple[SelectionOptions, list[str]]
+    ] = lambda groups, options, counts: (options, [])
 
 
 def _reject(result: GroupResult, rel_file: str, error: MalformedRollout) -> None:
@@ -132,6 +137,23 @@ def discover_env_folders(rollout_dir: Path, counts: Counter[str]) -> list[Group]
     return groups
 
 
+def fit_single_episode_envs(
+    groups: list[Group], options: SelectionOptions, counts: Counter[str]
+) -> tuple[SelectionOptions, list[str]]:
+    """A dump with one episode in every env folder (how most agent harnesses write, e.g. the
+    ReAct WebShop run) can never meet rules that need several attempts per env: label each env
+    by its only episode instead of selecting nothing."""
+    if not groups or any(len(group.files) != 1 for group in groups):
+        return options, []
+    counts["envs_labelled_by_only_episode"] = len(groups)
+    fitted = options.model_copy(update={"min_trajs_per_env": 1, "label_min_outcomes": 1})
+    return fitted, [
+        f"every env folder holds one episode ({len(groups)} folders): each env is labelled by "
+        "its only episode (a win: all_success, a loss: all_fail), instead of needing "
+        f"{options.min_trajs_per_env} files and {options.label_min_outcomes} outcomes per env"
+    ]
+
+
 @dataclass(frozen=True)
 class EnvCandidate:
     """One env folder after labelling: where it is, its task and which episodes to keep."""
@@ -155,6 +177,7 @@ def parse_env_folder(job: GroupJob) -> GroupResult:
             _reject(result, f"{job.group.group_id}/{name}", error)
             continue
         result.counts["files_parsed"] += 1
+        result.counts["episodes_stopped_at_step_limit"] += episode.stopped_at_step_limit
         parsed.append((name, episode))
     result.counts["envs_seen"] += 1
     if len(parsed) < job.options.min_trajs_per_env:
@@ -233,6 +256,7 @@ STEP_FORMAT = RolloutFormat(
     discover=discover_env_folders,
     parse_group=parse_env_folder,
     select=select_env_folders,
+    fit_options=fit_single_episode_envs,
 )
 
 
@@ -274,7 +298,8 @@ def parse_question_folder(job: GroupJob) -> GroupResult:
             _reject(result, rel.as_posix(), error)
             continue
         result.counts["files_parsed"] += 1
-        source = resolve_source(rel, QA_SOURCES, job.options)
+        source, rule = resolve_source(rel, QA_SOURCES, job.options)
+        result.counts[f"source_rule_{rule}"] += 1
         env_id = rel.with_suffix("").as_posix()
         won = episode.reward >= job.success_reward
         result.candidates.append(QuestionCandidate(env_id, source, episode, won))
