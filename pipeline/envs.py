@@ -43,6 +43,11 @@ class EnvSpec:
     # Stage 1 (FORMATS.md 1-2): how rollout files are found, parsed and selected
     # (pipeline/parsing/formats.py); a Search episode is a win when its reward >= win_reward.
     rollout_format: RolloutFormat = STEP_FORMAT
+    # How users name the environment, and what only its rollout files contain (regular
+    # expressions, matched per file): stage 1 tells a dump of another environment by these
+    # before any teacher call (pipeline/dump_kind.py).
+    title: str = ""
+    dump_signs: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         # A text layout decides wins too (which trajectories are distilled, the done turn):
@@ -131,6 +136,11 @@ ALFWORLD = EnvSpec(
     layout=ALFWORLD_LAYOUT,
     postchecks=ALFWORLD_CHECKS,
     action_semantics=ALFWORLD_SEMANTICS,
+    title="ALFWorld",
+    dump_signs=(
+        r"-= Welcome to TextWorld, ALFRED! =-",
+        r"(?m)^Step \S+ \| Action: (go to|take|put|open|close|examine|use|heat|cool|clean) ",
+    ),
 )
 
 WEBSHOP = EnvSpec(
@@ -143,6 +153,8 @@ WEBSHOP = EnvSpec(
     layout=WEBSHOP_LAYOUT,
     postchecks=WEBSHOP_CHECKS,
     action_semantics=WEBSHOP_SEMANTICS,
+    title="WebShop",
+    dump_signs=(r"(?m)^Step \S+ \| Action: (search|click)\[", r"\[SEP\]"),
 )
 
 SEARCH = EnvSpec(
@@ -156,6 +168,8 @@ SEARCH = EnvSpec(
     action_semantics=SEARCH_SEMANTICS,
     rollout_format=SEARCH_FORMAT,
     win_reward=1.0,
+    title="Search-QA",
+    dump_signs=(r"(?m)^Your question:", r"<(search|answer)>"),
 )
 
 ENVS: dict[str, EnvSpec] = {spec.name: spec for spec in (ALFWORLD, WEBSHOP, SEARCH)}

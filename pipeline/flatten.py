@@ -17,6 +17,7 @@ from pydantic import ValidationError
 from skillsft.pipeline import jsonio
 from skillsft.pipeline.conversations import LayoutError, RenderOptions, TextTurn
 from skillsft.pipeline.errors import InputError
+from skillsft.pipeline.file_kinds import check_kind
 from skillsft.schemas.conversation import AlpacaRecord, Conversation
 from skillsft.schemas.reject import Reject
 
@@ -95,6 +96,7 @@ def flatten(
 def load_conversations(path: str | Path) -> tuple[list[Conversation], list[Reject]]:
     """Distilled conversations from a file, each malformed one a reject naming its index."""
     data = jsonio.load(path)
+    check_kind(path, data, "distilled conversations")
     if not isinstance(data, list):
         raise InputError(f"{path}: expected a JSON list of conversations (FORMATS.md section 7)")
     conversations: list[Conversation] = []

@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from skillsft.pipeline.envs import EnvSpec
+from skillsft.pipeline.dump_kind import check_environment
+from skillsft.pipeline.envs import ENVS, EnvSpec
 from skillsft.pipeline.errors import RolloutDirError
 from skillsft.pipeline.parsing.formats import GroupJob, GroupResult, RolloutFormat
 from skillsft.pipeline.selection import SelectionOptions
@@ -78,6 +79,7 @@ def parse_rollouts(
     options = options or SelectionOptions()
     rollout_dir = Path(rollout_dir)
     check_rollout_dir(rollout_dir)
+    check_environment(rollout_dir, spec, list(ENVS.values()))
     counts: Counter[str] = Counter()
     rollout_format = spec.rollout_format
     groups = rollout_format.discover(rollout_dir, counts)
@@ -97,7 +99,7 @@ def parse_rollouts(
 
     stream = _map_in_order(rollout_format, jobs, workers or default_workers())
     bar = tqdm(stream, total=len(jobs), unit="folder", disable=not progress, desc=spec.name)
-    records = rollout_format.select(collected(bar), options, counts)
+    records = rollout_format.select(collected(bar), options, counts, rejects)
     counts["records"] = len(records)
     nonzero = {key: counts[key] for key in sorted(counts) if counts[key]}
     return ParseResult(records, rejects, nonzero, notices)

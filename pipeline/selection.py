@@ -104,9 +104,13 @@ def shortest_episodes(
 
 
 def apply_env_quotas(
-    labelled: Iterable[tuple[EnvLabel, RecordT]], options: SelectionOptions, counts: Counter[str]
+    labelled: Iterable[tuple[EnvLabel, RecordT]],
+    options: SelectionOptions,
+    counts: Counter[str],
+    skipped: list[tuple[RecordT, str]] | None = None,
 ) -> list[RecordT]:
-    """Keep the first envs of each label up to its quota; `labelled` is in folder order."""
+    """Keep the first envs of each label up to its quota; `labelled` is in folder order.
+    Each env left out is appended to `skipped` with its reason, for the rejects file."""
     quotas: dict[str, int | None] = {
         "all_success": options.n_success_envs,
         "all_fail": options.n_fail_envs,
@@ -121,6 +125,8 @@ def apply_env_quotas(
                 f"over_quota_{label}"
             )
             counts[f"envs_{reason}"] += 1
+            if skipped is not None:
+                skipped.append((record, reason))
             continue
         taken[label] += 1
         counts[f"envs_{label}"] += 1
@@ -203,10 +209,12 @@ def balance_by_source(
     questions: Iterable[tuple[str, str, bool, RecordT]],
     options: SelectionOptions,
     counts: Counter[str],
+    skipped: list[tuple[RecordT, str]] | None = None,
 ) -> list[RecordT]:
     """Keep every success and the first failures per source; result in natural id order.
 
-    `questions` holds (id, source, won, record) in any order.
+    `questions` holds (id, source, won, record) in any order; each failure left out is
+    appended to `skipped` with its reason.
     """
     ordered = sorted(questions, key=lambda q: natural_key(q[0]))
     wins = Counter(source for _, source, won, _ in ordered if won)
@@ -217,6 +225,8 @@ def balance_by_source(
         if not won:
             if used[source] >= allowed.get(source, 0):
                 counts["questions_dropped_failure_balance"] += 1
+                if skipped is not None:
+                    skipped.append((record, "failure_balance"))
                 continue
             used[source] += 1
         counts[f"questions_kept_{'success' if won else 'failure'}"] += 1

@@ -14,6 +14,7 @@ import luigi
 from skillsft.pipeline import jsonio
 from skillsft.pipeline.envs import get_env
 from skillsft.pipeline.errors import InputError
+from skillsft.pipeline.file_kinds import check_kind
 from skillsft.pipeline.records import load_trajectory_records
 from skillsft.pipeline.stage_outcome import StageOutcome
 from skillsft.schemas import Reject
@@ -121,6 +122,7 @@ class GenerateMemories(FromInputs, SelectionParams, TeacherParams, MemoryParams,
 
         source = self.input_files()[0]
         records = jsonio.load(source)
+        check_kind(source, records, "processed trajectories")
         if not isinstance(records, list):
             raise InputError(f"{source}: expected a JSON list of processed trajectories "
                              "(FORMATS.md section 3)")

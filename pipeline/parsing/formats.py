@@ -74,7 +74,10 @@ class RolloutFormat:
     layout: str  # what ROLLOUT_DIR should hold, for error messages
     discover: Callable[[Path, Counter[str]], list[Group]]
     parse_group: Callable[[GroupJob], GroupResult]
-    select: Callable[[Iterable[GroupResult], SelectionOptions, Counter[str]], list[Any]]
+    # Appends a `skipped_<reason>` reject for each env or question selection leaves out.
+    select: Callable[
+        [Iterable[GroupResult], SelectionOptions, Counter[str], list[Reject]], list[Any]
+    ]
     # Fits the selection rules to the shape of the dump found (main process, after discover);
     # returns the options to use and notices saying what was found and how it selects.
     fit_options: Callable[
@@ -94,6 +97,13 @@ def _reject(result: GroupResult, rel_file: str, error: MalformedRollout) -> None
         )
     )
     result.counts[f"rejected_{error.reason}"] += 1
+
+
+def _skip(result: GroupResult, where: str, reason: str, detail: str) -> None:
+    """A selection skip: listed in the rejects file, but not a failure of the file."""
+    result.rejects.append(
+        Reject(stage=STAGE, file=where, trajectory=where, reason=f"skipped_{reason}", detail=detail)
+    )
 
 
 def _sorted_entries(folder: Path) -> list[os.DirEntry[str]]:
@@ -182,11 +192,17 @@ def parse_env_folder(job: GroupJob) -> GroupResult:
     result.counts["envs_seen"] += 1
     if len(parsed) < job.options.min_trajs_per_env:
         result.counts["envs_skipped_too_few_files"] += 1
+        _skip(result, job.group.group_id, "too_few_files",
+              f"{len(parsed)} parsed episode(s); --min-trajs-per-env is "
+              f"{job.options.min_trajs_per_env}")
         return result
     won = [episode.succeeded(job.success_reward) for _, episode in parsed]
     label = label_env(sum(won), len(won) - sum(won), job.options)
     if label == "unlabelled":
         result.counts["envs_skipped_unlabelled"] += 1
+        _skip(result, job.group.group_id, "unlabelled",
+              f"{sum(won)} win(s), {len(won) - sum(won)} loss(es): neither reaches "
+              f"--label-min-outcomes {job.options.label_min_outcomes}")
         return result
     summary = [(name, len(ep.steps), w) for (name, ep), w in zip(parsed, won, strict=True)]
     keep = shortest_episodes(summary, label, job.options)
@@ -224,7 +240,10 @@ def _to_step(raw: RawStep) -> Step:
 
 
 def select_env_folders(
-    results: Iterable[GroupResult], options: SelectionOptions, counts: Counter[str]
+    results: Iterable[GroupResult],
+    options: SelectionOptions,
+    counts: Counter[str],
+    rejects: list[Reject],
 ) -> list[TrajectorySet]:
     def labelled() -> Iterable[tuple[EnvLabel, EnvCandidate]]:
         for result in results:
@@ -232,7 +251,16 @@ def select_env_folders(
                 yield candidate.label, candidate
 
     records = []
-    for candidate in apply_env_quotas(labelled(), options, counts):
+    skipped: list[tuple[EnvCandidate, str]] = []
+    kept = apply_env_quotas(labelled(), options, counts, skipped)
+    for candidate, reason in skipped:
+        rejects.append(Reject(
+            stage=STAGE, file=candidate.env_id, trajectory=candidate.env_id,
+            reason=f"skipped_{reason}",
+            detail=f"{candidate.label} env left out by the selection quotas (--n-success-envs, "
+                   "--n-fail-envs, --include-mixed)",
+        ))
+    for candidate in kept:
         trajectories = [
             [_to_step(raw) for raw in load_trajectory(Path(candidate.folder, name), counts)]
             for name in candidate.keep
@@ -331,14 +359,25 @@ def _to_search_set(candidate: QuestionCandidate) -> SearchTrajectorySet:
 
 
 def select_questions(
-    results: Iterable[GroupResult], options: SelectionOptions, counts: Counter[str]
+    results: Iterable[GroupResult],
+    options: SelectionOptions,
+    counts: Counter[str],
+    rejects: list[Reject],
 ) -> list[SearchTrajectorySet]:
     questions = [
         (c.env_id, c.data_source, c.won, c)
         for result in results
         for c in result.candidates
     ]
-    kept = balance_by_source(questions, options, counts)
+    skipped: list[tuple[QuestionCandidate, str]] = []
+    kept = balance_by_source(questions, options, counts, skipped)
+    rejects.extend(
+        Reject(stage=STAGE, file=f"{c.env_id}.txt", trajectory=c.env_id,
+               reason=f"skipped_{reason}",
+               detail=f"failure from {c.data_source} beyond --failure-ratio "
+                      f"{options.failure_ratio:g} x its successes")
+        for c, reason in skipped
+    )
     records = [_to_search_set(candidate) for candidate in kept]
     counts["trajectories_kept"] += len(records)
     counts["steps_kept"] += sum(len(r.trajectories[0]) for r in records)
