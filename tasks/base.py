@@ -36,6 +36,9 @@ class StageOutput:
     # them, named `rejects_name`) are written, so a failing stage still lists what it dropped.
     outcome: StageOutcome | None = None
     rejects_name: str = ""
+    # A failure the stage met midway (e.g. a failed aggregation call): raised once the side
+    # files, which list it, are on disk.
+    failure: Exception | None = None
 
 
 # Signatures of inputs from outside the graph, kept only inside `input_signatures_frozen()`:
@@ -157,6 +160,8 @@ class StageTask(EnvParams, luigi.Task):
         target = self.output()
         for name, data in result.side_files.items():
             write_bytes_atomically(target_dir(target) / name, data)
+        if result.failure is not None:
+            raise result.failure
         if result.outcome is not None:
             check_outcome(result.outcome, getattr(self, "max_failure_rate", DEFAULT_FAILURE_RATE),
                           str(target_dir(target) / result.rejects_name))

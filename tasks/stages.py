@@ -134,6 +134,8 @@ class GenerateMemories(FromInputs, SelectionParams, TeacherParams, MemoryParams,
         result = generate_memories(records, get_env(self.env), teacher, options)
         rejects = [
             Reject(stage=self.stage, file=str(source), reason=f.reason,
+                   trajectory=f.env_id if f.trajectory_index < 0 else
+                   f"{f.env_id}/{f.trajectory_index}",
                    detail=f"env {f.env_id}, trajectory {f.trajectory_index}: {f.detail}")
             for f in result.failures
         ]
@@ -165,7 +167,11 @@ class AggregateSkillBank(FromInputs, SelectionParams, TeacherParams, MemoryParam
         return {f"prompt/{k}": v for k, v in PROMPT_VERSIONS.items()}
 
     def compute(self) -> StageOutput:
-        from skillsft.pipeline.aggregate import AggregateOptions, aggregate_memories
+        from skillsft.pipeline.aggregate import (
+            AggregateOptions,
+            AggregationError,
+            aggregate_memories,
+        )
         from skillsft.pipeline.skill_bank_io import load_memory_files
 
         spec = get_env(self.env)
@@ -179,9 +185,16 @@ class AggregateSkillBank(FromInputs, SelectionParams, TeacherParams, MemoryParam
             return StageOutput(payload=b"", side_files=side_files, outcome=outcome,
                                rejects_name="aggregate_rejects.jsonl")
         teacher = build_teacher(self, "aggregate", self.aggregate_model)
-        result = aggregate_memories(
-            loaded.memories, spec, teacher, AggregateOptions(batch_size=self.batch_size)
-        )
+        try:
+            result = aggregate_memories(
+                loaded.memories, spec, teacher, AggregateOptions(batch_size=self.batch_size)
+            )
+        except AggregationError as error:
+            failed = [Reject(stage=self.stage, file=inputs, reason="teacher_error",
+                             step=request_id, detail=f"aggregation call {request_id}: {message}")
+                      for request_id, message in error.failed]
+            side_files["aggregate_rejects.jsonl"] = rejects_lines([*loaded.rejects, *failed])
+            return StageOutput(payload=b"", side_files=side_files, failure=error)
         return StageOutput(
             payload=jsonio.dumps(result.bank.model_dump(mode="json", exclude_none=True)),
             counts={**loaded.counts, **result.counts, "rejected": len(loaded.rejects),

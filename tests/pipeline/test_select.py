@@ -167,6 +167,9 @@ def test_search_rules_are_counted_per_rule(tmp_path: Path, repo_root: Path) -> N
     assert result.counts["source_rule_folder"] == 4
     assert result.counts["source_rule_default_range"] == 2  # run_0105, run_0106: nq items
     assert "source_rule_unknown" not in result.counts
+    # Failures beyond the balance are listed, not just counted: one per source here.
+    skipped = sorted(r.file for r in result.rejects if r.reason == "skipped_failure_balance")
+    assert len(skipped) == result.counts["questions_dropped_failure_balance"] == 2
 
 
 def test_selection_skips_are_listed_as_rejects(tmp_path: Path, write_env) -> None:

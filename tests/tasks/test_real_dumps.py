@@ -170,3 +170,22 @@ def test_label_min_outcomes_flag_reaches_stage_one(tmp_path: Path) -> None:
     assert [r["reason"] for r in lines(out.parent / "rejects.jsonl")] == ["skipped_unlabelled"]
     assert main([*argv, "--label-min-outcomes", "2"]) == 0
     assert [r["type"] for r in orjson.loads(out.read_bytes())] == ["all_fail"]
+
+
+def test_failed_aggregation_calls_are_listed_in_aggregate_rejects(
+    tmp_path: Path, server_factory, monkeypatch
+) -> None:
+    """A teacher failure fails aggregation (the bank would miss a subtree), and each failed
+    call is a line of aggregate_rejects.jsonl, written although the stage failed."""
+    work = tmp_path / "w"
+    assert main(["run", "alfworld", "--teacher", "offline", "--work-dir", str(work)]) == 0
+    broken = server_factory(p_malformed=1.0)  # every answer is not JSON, re-asks included
+    monkeypatch.setenv("OPENAI_API_KEY", TEST_API_KEY)
+    out = tmp_path / "agg" / "skill_bank.json"
+    code = main(["aggregate", "alfworld", "--teacher", "openai", "--base-url", broken.base_url,
+                 "--input", str(work / "generated_memories.json"), "--output", str(out)])
+    assert code == 1 and not out.exists()
+    failed = lines(out.parent / "aggregate_rejects.jsonl")
+    assert failed and {r["reason"] for r in failed} == {"teacher_error"}
+    assert all(r["stage"] == "aggregate" and r["step"] for r in failed)
+    assert broken.stats.faults["malformed"] > 0
