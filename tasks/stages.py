@@ -289,8 +289,6 @@ class Flatten(FromInputs, SelectionParams, TeacherParams, MemoryParams, Aggregat
         )
         result = flatten(conversations, spec, options)
         result.rejects[:0] = unreadable
-        dropped = sum(v for k, v in result.counts.items()
-                      if k.startswith("dropped_") and k != "dropped_unreadable_conversation")
         # A dropped turn is listed but is the post-checks' job, not a failure of the stage.
         failed = len(unreadable) + result.counts.get("dropped_unreadable_conversation", 0)
         stem = self.output_file().stem
@@ -300,7 +298,7 @@ class Flatten(FromInputs, SelectionParams, TeacherParams, MemoryParams, Aggregat
             counts={**result.counts, "records": len(result.records),
                     "inputs": len(conversations) + len(unreadable),
                     "outputs": len(result.records),
-                    "rejected": len(result.rejects) + dropped},
+                    "rejected": len(result.rejects)},  # dropped turns are rejects lines too
             side_files={
                 f"{stem}.jsonl": jsonio.dumps_lines(result.records),
                 provenance_name: jsonio.dumps_lines(result.provenance),

@@ -256,7 +256,7 @@ def select_env_folders(
     for candidate, reason in skipped:
         rejects.append(Reject(
             stage=STAGE, file=candidate.env_id, trajectory=candidate.env_id,
-            reason=f"skipped_{reason}",
+            reason=f"skipped_{reason.removeprefix('skipped_')}",
             detail=f"{candidate.label} env left out by the selection quotas (--n-success-envs, "
                    "--n-fail-envs, --include-mixed)",
         ))

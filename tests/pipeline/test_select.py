@@ -177,12 +177,13 @@ def test_selection_skips_are_listed_as_rejects(tmp_path: Path, write_env) -> Non
     write_env(tmp_path, "env2", {"a.txt": WIN, "b.txt": WIN, "c.txt": WIN})
     write_env(tmp_path, "env3", {"a.txt": WIN, "b.txt": WIN, "c.txt": WIN})
     write_env(tmp_path, "env4", {"a.txt": WIN, "b.txt": LOSS, "c.txt": LOSS})
+    write_env(tmp_path, "env5", {"a.txt": WIN, "b.txt": WIN, "c.txt": LOSS})
     options = SelectionOptions(n_success_envs=1)
     result = parse_rollouts(get_env("alfworld"), tmp_path, options, workers=1)
     assert [r.env_id for r in result.records] == ["env2"]
     listed = {(r.file, r.reason) for r in result.rejects}
     assert listed == {("env1", "skipped_too_few_files"), ("env3", "skipped_over_quota_all_success"),
-                      ("env4", "skipped_unlabelled")}
+                      ("env4", "skipped_unlabelled"), ("env5", "skipped_mixed")}
 
 
 def test_label_min_outcomes_labels_envs_with_fewer_outcomes(tmp_path: Path, write_env) -> None:

@@ -102,6 +102,7 @@ def test_flatten_drops_are_listed_in_flatten_rejects(tmp_path: Path) -> None:
     counts = {name: m["counts"] for name, m in iter_manifests(work)}["alfworld_sft_data.json"]
     dropped = lines(work / "flatten_rejects.jsonl")
     assert counts["dropped_action_not_admissible"] == len(dropped) > 0
+    assert counts["rejected"] == len(dropped)  # each drop counted once
     for reject in dropped:
         assert reject["stage"] == "flatten" and reject["reason"] == "action_not_admissible"
         assert reject["trajectory"] and reject["step"].startswith("turn ") and reject["action"]
