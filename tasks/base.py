@@ -158,13 +158,20 @@ class StageTask(EnvParams, luigi.Task):
         started = time.monotonic()
         result = self.compute()
         target = self.output()
-        for name, data in result.side_files.items():
-            write_bytes_atomically(target_dir(target) / name, data)
+        folder = target_dir(target)
+        # The rejects file first, so a stage that fails below has listed what it dropped; the
+        # other side files (a corpus .jsonl, provenance) only once the stage has passed.
+        if result.rejects_name in result.side_files:
+            write_bytes_atomically(folder / result.rejects_name,
+                                   result.side_files[result.rejects_name])
         if result.failure is not None:
             raise result.failure
         if result.outcome is not None:
             check_outcome(result.outcome, getattr(self, "max_failure_rate", DEFAULT_FAILURE_RATE),
-                          str(target_dir(target) / result.rejects_name))
+                          str(folder / result.rejects_name))
+        for name, data in result.side_files.items():
+            if name != result.rejects_name:
+                write_bytes_atomically(folder / name, data)
         target.write(result.payload)
         target.write_manifest(
             {

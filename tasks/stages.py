@@ -129,8 +129,7 @@ class GenerateMemories(FromInputs, SelectionParams, TeacherParams, MemoryParams,
         teacher = build_teacher(self, "memory", self.memory_model)
         # The threshold is applied by StageTask.run after the rejects file is written.
         options = MemoryOptions(all_trajectories=self.all_trajectories, failure_threshold=1.0)
-        # It validates each record itself (a bad one is a failure with its reason) and applies
-        # the failure threshold over records and trajectories alike.
+        # It validates each record itself (a bad one is a failure with its reason).
         result = generate_memories(records, get_env(self.env), teacher, options)
         rejects = [
             Reject(stage=self.stage, file=str(source), reason=f.reason,
@@ -194,7 +193,8 @@ class AggregateSkillBank(FromInputs, SelectionParams, TeacherParams, MemoryParam
                              step=request_id, detail=f"aggregation call {request_id}: {message}")
                       for request_id, message in error.failed]
             side_files["aggregate_rejects.jsonl"] = rejects_lines([*loaded.rejects, *failed])
-            return StageOutput(payload=b"", side_files=side_files, failure=error)
+            return StageOutput(payload=b"", side_files=side_files, failure=error,
+                               rejects_name="aggregate_rejects.jsonl")
         return StageOutput(
             payload=jsonio.dumps(result.bank.model_dump(mode="json", exclude_none=True)),
             counts={**loaded.counts, **result.counts, "rejected": len(loaded.rejects),

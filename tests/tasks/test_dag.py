@@ -146,6 +146,8 @@ def test_flatten_with_nothing_left_fails_instead_of_writing_an_empty_corpus(
     out = tmp_path / "out" / "alfworld_sft_data.json"
     code = main(["flatten", "alfworld", "--input", str(broken), "--output", str(out)])
     assert code == 1 and not out.exists()
+    # Its rejects are listed; no corpus .jsonl or provenance of nothing is left behind.
+    assert sorted(p.name for p in out.parent.iterdir() if p.is_file()) == ["flatten_rejects.jsonl"]
 
     from skillsft.pipeline.flatten import load_conversations
 
