@@ -42,7 +42,14 @@ STAGE = "aggregate"
 
 
 class AggregationError(SkillsftError):
-    """A teacher call of the reduction failed, so the bank would silently miss a subtree."""
+    """A teacher call of the reduction failed, so the bank would silently miss a subtree.
+
+    `failed` holds (request id, error) of every call of the level that failed, so the stage can
+    list each one in its rejects file."""
+
+    def __init__(self, message: str, failed: Sequence[tuple[str, str]] = ()) -> None:
+        super().__init__(message)
+        self.failed = tuple(failed)
 
 
 @dataclass(frozen=True)
@@ -305,12 +312,16 @@ def reduce_tracks(
         results, part = teacher.run_batch(requests, stage=STAGE)
         stats.absorb(part)
         answers: dict[str, list[list[dict[str, Any]]]] = {name: [] for name in pending}
-        for (name, _), request, result in zip(keys, requests, results, strict=True):
+        failed = [(request.request_id, result.error or "no answer")
+                  for request, result in zip(requests, results, strict=True)
+                  if result.answer is None]
+        if failed:
+            request_id, error = failed[0]
+            raise AggregationError(
+                f"{len(failed)} aggregation call(s) failed, first {request_id}: {error}; re-run "
+                "to retry (finished calls are reused from the teacher journal)", failed)
+        for (name, _), result in zip(keys, results, strict=True):
             calls[name] += 1
-            if result.answer is None:
-                raise AggregationError(
-                    f"aggregation call {request.request_id} failed: {result.error}; re-run to "
-                    "retry (finished calls are reused from the teacher journal)")
             answers[name].append(_outputs(result.answer)[: options.max_outputs_per_call])
         pending = {}
         for name, outputs in answers.items():

@@ -67,6 +67,7 @@ class TextTurn:
     action: str
     thought: str = ""
     emit: bool = True
+    dropped_by: str = ""  # the post-check reason when a check dropped this turn
 
 
 class LayoutError(ValueError):
@@ -267,7 +268,10 @@ class TextLayout:
         checks: Sequence["PostCheck"],
         options: RenderOptions,
         counts: Counter[str],
+        dropped: list[tuple[int, TextTurn]] | None = None,
     ) -> list[AlpacaRecord]:
+        """Records of the emitted turns; (turn number, turn) of each turn a check dropped is
+        appended to `dropped`, so the caller can list it."""
         from skillsft.pipeline.postchecks import apply_postchecks
 
         turns, window = self.parse_turns(conversation, options.history)
@@ -275,6 +279,8 @@ class TextLayout:
         records = []
         for k, turn in enumerate(turns):
             if not turn.emit:
+                if turn.dropped_by and dropped is not None:
+                    dropped.append((k, turn))
                 continue
             human = self.render_human(turns, k, window)
             if k == 0:
@@ -356,7 +362,9 @@ class SearchLayout:
         checks: Sequence["PostCheck"],
         options: RenderOptions,
         counts: Counter[str],
+        dropped: list[tuple[int, TextTurn]] | None = None,
     ) -> list[AlpacaRecord]:
+        """Search has no post-checks: `dropped` stays as it is."""
         pairs = conversation.conversations
         if len(pairs) % 2:
             raise LayoutError("turns must come in human, gpt pairs")

@@ -235,8 +235,9 @@ def distill(
     planned: list[Planned] = []
     requests: list[TeacherRequest[DistillAnswer]] = []
 
-    def reject(reason: str, detail: str) -> None:
-        failures.append(Reject(stage=KIND, file=options.input_name, reason=reason, detail=detail))
+    def reject(reason: str, trajectory_id: str, detail: str) -> None:
+        failures.append(Reject(stage=KIND, file=options.input_name, reason=reason,
+                               trajectory=trajectory_id, detail=f"{trajectory_id}: {detail}"))
 
     for record in records:
         category = spec.classify_task(record.task, getattr(record, "data_source", None))
@@ -258,12 +259,12 @@ def distill(
             except LayoutError as exc:
                 counts["trajectories_failed"] += 1
                 counts["failed_layout"] += 1
-                reject("layout", f"{trajectory_id}: {exc}")
+                reject("layout", trajectory_id, str(exc))
                 continue
             if not drafts:
                 counts["trajectories_failed"] += 1
                 counts["failed_no_turns"] += 1
-                reject("no_turns", f"{trajectory_id}: the trajectory has no action to learn from")
+                reject("no_turns", trajectory_id, "the trajectory has no action to learn from")
                 continue
             batch = plan_requests(
                 trajectory_id, record.task, blocks[category], drafts, options
@@ -291,7 +292,7 @@ def distill(
         if thoughts is None:
             counts["trajectories_failed"] += 1
             counts["failed_teacher"] += 1
-            reject("teacher", f"{item.trajectory_id}: {error}")
+            reject("teacher", item.trajectory_id, str(error))
             continue
         conversations.append(build_conversation(spec, item, thoughts, source))
         counts["conversations"] += 1

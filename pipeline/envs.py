@@ -43,10 +43,13 @@ class EnvSpec:
     # Stage 1 (FORMATS.md 1-2): how rollout files are found, parsed and selected
     # (pipeline/parsing/formats.py); a Search episode is a win when its reward >= win_reward.
     rollout_format: RolloutFormat = STEP_FORMAT
-    # The skill document (pipeline/skill_document.py): the environment's name as people write
-    # it, and what an agent is doing when it should load the document.
-    display_name: str = ""
+    # How users name the environment (messages, the skill document), what an agent is doing
+    # when it should load the skill document (pipeline/skill_document.py), and what only its
+    # rollout files contain (regular expressions, matched per file): stage 1 tells a dump of
+    # another environment by these before any teacher call (pipeline/dump_kind.py).
+    title: str = ""
     skill_scope: str = ""
+    dump_signs: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         # A text layout decides wins too (which trajectories are distilled, the done turn):
@@ -135,9 +138,13 @@ ALFWORLD = EnvSpec(
     layout=ALFWORLD_LAYOUT,
     postchecks=ALFWORLD_CHECKS,
     action_semantics=ALFWORLD_SEMANTICS,
-    display_name="ALFWorld",
+    title="ALFWorld",
     skill_scope="acting in a text-based household (ALFRED) environment: finding, taking, "
     "cleaning, heating, cooling, examining and placing objects",
+    dump_signs=(
+        r"-= Welcome to TextWorld, ALFRED! =-",
+        r"(?m)^Step \S+ \| Action: (go to|take|put|open|close|examine|use|heat|cool|clean) ",
+    ),
 )
 
 WEBSHOP = EnvSpec(
@@ -150,9 +157,10 @@ WEBSHOP = EnvSpec(
     layout=WEBSHOP_LAYOUT,
     postchecks=WEBSHOP_CHECKS,
     action_semantics=WEBSHOP_SEMANTICS,
-    display_name="WebShop",
+    title="WebShop",
     skill_scope="shopping in a web store for a product that meets a request's attributes, "
     "options and price limit, through search[...] and click[...] actions",
+    dump_signs=(r"(?m)^Step \S+ \| Action: (search|click)\[", r"\[SEP\]"),
 )
 
 SEARCH = EnvSpec(
@@ -166,9 +174,10 @@ SEARCH = EnvSpec(
     action_semantics=SEARCH_SEMANTICS,
     rollout_format=SEARCH_FORMAT,
     win_reward=1.0,
-    display_name="Search-QA",
+    title="Search-QA",
     skill_scope="answering a question step by step with a search engine: issuing "
     "<search> queries, reading what they retrieve and committing to an <answer>",
+    dump_signs=(r"(?m)^Your question:", r"<(search|answer)>"),
 )
 
 ENVS: dict[str, EnvSpec] = {spec.name: spec for spec in (ALFWORLD, WEBSHOP, SEARCH)}

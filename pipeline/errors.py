@@ -8,6 +8,7 @@
      |                            crash: stage 1 catches it per file and carries on)
      +-- ConfigError              options that contradict each other or are out of range
      +-- TooManyFailures          a stage lost more items than its tolerated share
+          +-- EmptyOutput         a stage produced nothing from a non-empty input
 
 Every message names the file (and line, when known) and says what to do about it.
 """
@@ -52,6 +53,10 @@ class ConfigError(SkillsftError, ValueError):
 
 class TooManyFailures(SkillsftError):
     """More items of a stage failed than the tolerated share: the output would mislead."""
+
+
+class EmptyOutput(TooManyFailures):
+    """A stage made no record from a non-empty input: a corpus of nothing is not a success."""
 
 
 def check_failure_rate(

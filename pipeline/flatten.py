@@ -16,8 +16,9 @@ from typing import TYPE_CHECKING
 from pydantic import ValidationError
 
 from skillsft.pipeline import jsonio
-from skillsft.pipeline.conversations import LayoutError, RenderOptions
+from skillsft.pipeline.conversations import LayoutError, RenderOptions, TextTurn
 from skillsft.pipeline.errors import InputError
+from skillsft.pipeline.file_kinds import check_kind
 from skillsft.schemas.conversation import AlpacaRecord, Conversation
 from skillsft.schemas.reject import Reject
 
@@ -56,9 +57,10 @@ def flatten(
     provenance: list[dict[str, object]] = []
     for number, conversation in enumerate(conversations):
         counts["conversations_in"] += 1
+        dropped: list[tuple[int, TextTurn]] = []
         try:
             produced = layout.alpaca_records(
-                conversation, spec.postchecks, options.render, counts
+                conversation, spec.postchecks, options.render, counts, dropped
             )
         except LayoutError as exc:
             counts["dropped_unreadable_conversation"] += 1
@@ -74,6 +76,14 @@ def flatten(
             continue
         records.extend(produced)
         info = conversation.extra_info
+        trajectory = info.trajectory_id or info.env_id or f"conversation {number}"
+        rejects.extend(
+            Reject(stage="flatten", file=options.input_name, reason=turn.dropped_by,
+                   trajectory=trajectory, step=f"turn {k}", action=turn.action,
+                   detail=f"{trajectory} turn {k}: post-check dropped action {turn.action!r}; "
+                          "the turn stays in later histories but is not a record")
+            for k, turn in dropped
+        )
         provenance.extend(
             {"trajectory_id": info.trajectory_id or info.env_id or f"conversation-{number}",
              "task_type": info.task_type, "turn": turn, "num_steps": info.num_steps,
@@ -87,6 +97,7 @@ def flatten(
 def load_conversations(path: str | Path) -> tuple[list[Conversation], list[Reject]]:
     """Distilled conversations from a file, each malformed one a reject naming its index."""
     data = jsonio.load(path)
+    check_kind(path, data, "distilled conversations")
     if not isinstance(data, list):
         raise InputError(f"{path}: expected a JSON list of conversations (docs/formats.md, "
                          "'Distilled conversations')")

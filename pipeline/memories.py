@@ -411,6 +411,7 @@ def generate_memories(
         counts[f"failed_{failure.reason}"] += 1
     attempts = len(contexts) + sum(1 for f in failures if f.reason != "teacher_error"
                                    and f.reason != "incomplete_answer")
+    counts["trajectories_attempted"] = attempts
     if failures:
         listed = "; ".join(f"{f.env_id}#{f.trajectory_index}: {f.reason} {f.detail}".strip()
                            for f in failures[:5])

@@ -18,7 +18,8 @@ from typing import Any
 
 from tqdm import tqdm
 
-from skillsft.pipeline.envs import EnvSpec
+from skillsft.pipeline.dump_kind import check_environment
+from skillsft.pipeline.envs import ENVS, EnvSpec
 from skillsft.pipeline.errors import RolloutDirError
 from skillsft.pipeline.parsing.formats import GroupJob, GroupResult, RolloutFormat
 from skillsft.pipeline.selection import SelectionOptions
@@ -32,6 +33,8 @@ class ParseResult:
     records: list[Any]
     rejects: list[Reject] = field(default_factory=list)
     counts: dict[str, int] = field(default_factory=dict)
+    # What the stage found about the dump and how it selects because of it, for the user.
+    notices: list[str] = field(default_factory=list)
 
 
 def default_workers() -> int:
@@ -77,6 +80,7 @@ def parse_rollouts(
     options = options or SelectionOptions()
     rollout_dir = Path(rollout_dir)
     check_rollout_dir(rollout_dir)
+    check_environment(rollout_dir, spec, list(ENVS.values()))
     counts: Counter[str] = Counter()
     rollout_format = spec.rollout_format
     groups = rollout_format.discover(rollout_dir, counts)
@@ -84,6 +88,7 @@ def parse_rollouts(
         raise RolloutDirError(
             f"no rollout files in {rollout_dir}: {spec.name} expects {rollout_format.layout}"
         )
+    options, notices = rollout_format.fit_options(groups, options, counts)
     jobs = [GroupJob(str(rollout_dir), group, options, spec.win_reward) for group in groups]
     rejects: list[Reject] = []
 
@@ -95,7 +100,7 @@ def parse_rollouts(
 
     stream = _map_in_order(rollout_format, jobs, workers or default_workers())
     bar = tqdm(stream, total=len(jobs), unit="folder", disable=not progress, desc=spec.name)
-    records = rollout_format.select(collected(bar), options, counts)
+    records = rollout_format.select(collected(bar), options, counts, rejects)
     counts["records"] = len(records)
     nonzero = {key: counts[key] for key in sorted(counts) if counts[key]}
-    return ParseResult(records, rejects, nonzero)
+    return ParseResult(records, rejects, nonzero, notices)

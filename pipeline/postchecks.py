@@ -54,7 +54,7 @@ def apply_postchecks(
                     continue
                 counts[verdict.counter] += 1
                 if verdict.kind == "drop":
-                    checked.append(replace(current, emit=False))
+                    checked.append(replace(current, emit=False, dropped_by=verdict.reason))
                 else:
                     checked.extend(verdict.turns)
             pending = checked

@@ -12,6 +12,7 @@ from pydantic import ValidationError
 
 from skillsft.pipeline import jsonio
 from skillsft.pipeline.errors import InputError
+from skillsft.pipeline.file_kinds import check_kind
 from skillsft.schemas import Reject, SearchTrajectorySet, TrajectorySet
 
 TrajectoryRecord = TrajectorySet | SearchTrajectorySet
@@ -33,6 +34,7 @@ def as_trajectory_record(raw: Any) -> TrajectoryRecord:
 
 def load_trajectory_records(path: str | Path, stage: str) -> LoadedRecords:
     data = jsonio.load(path)
+    check_kind(path, data, "processed trajectories")
     if not isinstance(data, list):
         raise InputError(
             f"{path}: expected a JSON list of processed trajectories (docs/formats.md, "

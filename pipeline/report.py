@@ -397,10 +397,12 @@ def build_report(work_dir: str | Path, env: str) -> RunReport:
     spec = get_env(env)
     manifests = load_manifests(work_dir)
     rejects = Loaded()
+    rejects_files: dict[str, str] = {}  # stage -> the file its rejects were read from
     for path in sorted(work_dir.glob(f"*{REJECTS_FILE}")):  # rejects.jsonl, <stage>_rejects.jsonl
         loaded = load_jsonl(path, Reject)
         rejects.items.extend(loaded.items)
         rejects.warnings.extend(loaded.warnings)
+        rejects_files.update((reject.stage, path.name) for reject in loaded.items)
     corpus = load_corpus(work_dir, env)
     provenance = load_provenance(work_dir, env)
     warnings = [*manifests.warnings, *rejects.warnings, *corpus.warnings, *provenance.warnings]
@@ -417,6 +419,8 @@ def build_report(work_dir: str | Path, env: str) -> RunReport:
         log.warning(warning)
 
     stages, stage_details, usage = stage_reports(manifests.items, rejects.items)
+    for detail in stage_details:
+        detail.rejects_file = rejects_files.get(detail.stage)
     rows = published_rows(work_dir, env)
     stats = corpus_stats(corpus.items, provenance.items if provenance.found else None, spec)
     details = RunReportDetails(
@@ -486,10 +490,13 @@ def render_report_md(report: RunReport) -> str:
     if reasons:
         out += ["", "### Counters by stage", "", table(["stage", "counter", "n"], reasons)]
     rejects = [
-        (det.stage, reason, n) for det in d.stage_details for reason, n in det.rejects.items()
+        (det.stage, reason, n, f"[{det.rejects_file}]({det.rejects_file})")
+        for det in d.stage_details for reason, n in det.rejects.items()
     ]
     if rejects:
-        out += ["", "### Rejects (rejects.jsonl)", "", table(["stage", "reason", "n"], rejects)]
+        out += ["", "### Rejects", "", "Every dropped file, record, turn and skipped env, one "
+                "line each with its reason, in the listed file.", "",
+                table(["stage", "reason", "n", "listed in"], rejects)]
     out.append("")
 
     out += ["## Teacher", ""]

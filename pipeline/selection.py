@@ -14,10 +14,17 @@ ALFWorld/WebShop, per env folder (several attempts at one task):
   4. the first `n_success_envs` all_success and `n_fail_envs` all_fail envs in natural
      folder-name order are kept (`n_mixed_envs`, unlimited by default, for mixed ones).
 
-Search, per question file: the QA source comes from a folder name in the file's path that
-equals a known source (case-insensitive), else from `search_source_ranges` by the last number
-in the file name, else `unknown`. Per source all successes are kept plus the first
-floor(`failure_ratio` x successes) failures in natural id order.
+Search, per question file, the QA source comes from the first rule that answers (each counted
+as `source_rule_<rule>`):
+  `folder`        a folder name in the file's path, compared without case, `-`, `_` or spaces,
+                  that is a known source or one of its usual spellings (`2wiki`, `hotpot_qa`);
+  `range`         the user's `search_source_ranges`, by the last number in the file name;
+  `default_range` when the user gave no ranges: the item ranges of the Search-R1 test set that
+                  SkillRL's search rollouts are numbered by (`DEFAULT_SOURCE_RANGES`); a user's
+                  mapping replaces them, since one file name cannot follow two numberings;
+  `unknown`       none of the above.
+Per source all successes are kept plus the first floor(`failure_ratio` x successes) failures
+in natural id order.
 """
 
 import math
@@ -98,9 +105,13 @@ def shortest_episodes(
 
 
 def apply_env_quotas(
-    labelled: Iterable[tuple[EnvLabel, RecordT]], options: SelectionOptions, counts: Counter[str]
+    labelled: Iterable[tuple[EnvLabel, RecordT]],
+    options: SelectionOptions,
+    counts: Counter[str],
+    skipped: list[tuple[RecordT, str]] | None = None,
 ) -> list[RecordT]:
-    """Keep the first envs of each label up to its quota; `labelled` is in folder order."""
+    """Keep the first envs of each label up to its quota; `labelled` is in folder order.
+    Each env left out is appended to `skipped` with its reason, for the rejects file."""
     quotas: dict[str, int | None] = {
         "all_success": options.n_success_envs,
         "all_fail": options.n_fail_envs,
@@ -115,6 +126,8 @@ def apply_env_quotas(
                 f"over_quota_{label}"
             )
             counts[f"envs_{reason}"] += 1
+            if skipped is not None:
+                skipped.append((record, reason))
             continue
         taken[label] += 1
         counts[f"envs_{label}"] += 1
@@ -128,20 +141,64 @@ def file_number(path: PurePosixPath) -> int | None:
     return int(digits[-1]) if digits else None
 
 
+# Usual spellings of the QA sources in public search-agent data sets, after `source_key`.
+SOURCE_ALIASES: dict[str, str] = {
+    "2wiki": "2wikimultihopqa",
+    "2wikimqa": "2wikimultihopqa",
+    "2wikimultihop": "2wikimultihopqa",
+    "wikimultihopqa": "2wikimultihopqa",
+    "naturalquestions": "nq",
+    "nqopen": "nq",
+    "trivia": "triviaqa",
+    "tqa": "triviaqa",
+    "hotpot": "hotpotqa",
+    "musiqueans": "musique",
+    "bamboogleqa": "bamboogle",
+}
+
+
+def source_key(name: str) -> str:
+    """`2Wiki-MultiHopQA`, `hotpot_qa` and `Pop QA` compare as `2wikimultihopqa`, `hotpotqa`..."""
+    return "".join(ch for ch in name.lower() if ch not in "-_ .")
+
+
+def _spans(table: Iterable[tuple[int, int, str]]) -> tuple[SourceRange, ...]:
+    return tuple(SourceRange(first=a, last=b, source=s) for a, b, s in table)
+
+
+# Item numbers of the Search-R1 test set (its seven sources concatenated in this order, sizes of
+# their test splits): SkillRL's search rollouts are numbered by these items.
+DEFAULT_SOURCE_RANGES: tuple[SourceRange, ...] = _spans((
+    (0, 3609, "nq"),
+    (3610, 14922, "triviaqa"),
+    (14923, 29189, "popqa"),
+    (29190, 36594, "hotpotqa"),
+    (36595, 49170, "2wikimultihopqa"),
+    (49171, 51587, "musique"),
+    (51588, 51712, "bamboogle"),
+))
+
+
 def resolve_source(
     path: PurePosixPath, known_sources: Iterable[str], options: SelectionOptions
-) -> str:
-    """QA source of a Search file: folder name, else the user's number ranges, else unknown."""
-    known = {name.lower(): name for name in known_sources}
+) -> tuple[str, str]:
+    """(QA source, the rule that gave it) of a Search file; rules in the module docstring."""
+    known = {source_key(name): name for name in known_sources}
+    known.update({alias: known[name] for alias, name in SOURCE_ALIASES.items() if name in known})
     for folder in reversed(path.parent.parts):
-        if folder.lower() in known:
-            return known[folder.lower()]
+        if source_key(folder) in known:
+            return known[source_key(folder)], "folder"
     number = file_number(path)
+    rules = (
+        ("range", options.search_source_ranges),
+        ("default_range", () if options.search_source_ranges else DEFAULT_SOURCE_RANGES),
+    )
     if number is not None:
-        for span in options.search_source_ranges:
-            if span.first <= number <= span.last:
-                return span.source
-    return "unknown"
+        for rule, spans in rules:
+            for span in spans:
+                if span.first <= number <= span.last:
+                    return span.source, rule
+    return "unknown", "unknown"
 
 
 def failures_allowed(successes: int, ratio: float) -> int:
@@ -153,10 +210,12 @@ def balance_by_source(
     questions: Iterable[tuple[str, str, bool, RecordT]],
     options: SelectionOptions,
     counts: Counter[str],
+    skipped: list[tuple[RecordT, str]] | None = None,
 ) -> list[RecordT]:
     """Keep every success and the first failures per source; result in natural id order.
 
-    `questions` holds (id, source, won, record) in any order.
+    `questions` holds (id, source, won, record) in any order; each failure left out is
+    appended to `skipped` with its reason.
     """
     ordered = sorted(questions, key=lambda q: natural_key(q[0]))
     wins = Counter(source for _, source, won, _ in ordered if won)
@@ -167,6 +226,8 @@ def balance_by_source(
         if not won:
             if used[source] >= allowed.get(source, 0):
                 counts["questions_dropped_failure_balance"] += 1
+                if skipped is not None:
+                    skipped.append((record, "failure_balance"))
                 continue
             used[source] += 1
         counts[f"questions_kept_{'success' if won else 'failure'}"] += 1

@@ -16,6 +16,7 @@ from pydantic import ValidationError
 from skillsft.pipeline import jsonio
 from skillsft.pipeline.envs import EnvSpec
 from skillsft.pipeline.errors import InputError
+from skillsft.pipeline.file_kinds import check_kind
 from skillsft.pipeline.memories import check_failure_threshold
 from skillsft.schemas.memory import Memory
 from skillsft.schemas.reject import Reject
@@ -51,6 +52,7 @@ def load_memory_files(
     seen: set[str] = set()
     for path in paths:
         data = jsonio.load(path)
+        check_kind(path, data, "skill memories")
         if not isinstance(data, list):
             raise InputError(f"{path}: expected a JSON list of memories, got "
                              f"{type(data).__name__}; pass a generated_memories*.json file")

@@ -54,7 +54,7 @@ def yaml_string(text: str) -> str:
 
 
 def description(spec: "EnvSpec", bank: SkillBank, labels: list[str]) -> str:
-    display = spec.display_name or spec.name
+    display = spec.title or spec.name
     text = (
         f"Strategies learned from {display} agent rollouts. Load this when {spec.skill_scope}, "
         "before choosing the next action or when stuck: it holds "
@@ -114,7 +114,7 @@ def render_skill_document(bank: SkillBank, spec: "EnvSpec") -> str:
     for category, label in zip(categories, labels, strict=True):
         sections.append((label, place(label, bank.category_skills()[category])))
 
-    display = spec.display_name or spec.name
+    display = spec.title or spec.name
     lines = [
         "---",
         f"name: {skill_name(spec)}",

@@ -10,3 +10,8 @@ class Reject(StrictModel):
     reason: str
     detail: str = ""
     hint: str = ""  # what the user can do about it
+    # For an item inside a file (a dropped turn, a skipped env): which trajectory, which step or
+    # turn, and the agent's action there, so the line can be found without reading `detail`.
+    trajectory: str | None = None
+    step: str | None = None
+    action: str | None = None

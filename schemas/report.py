@@ -61,6 +61,7 @@ class StageDetail(StrictModel):
     params: dict[str, str] = Field(default_factory=dict)
     versions: dict[str, str] = Field(default_factory=dict)
     rejects: dict[str, int] = Field(default_factory=dict)  # rejects.jsonl lines by reason
+    rejects_file: str | None = None  # the rejects file (in the work dir) those lines are in
     written_at: str | None = None
 
 

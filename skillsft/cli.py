@@ -45,6 +45,8 @@ def add_selection_flags(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--n-success-envs", type=non_negative_int, default=70)
     group.add_argument("--n-fail-envs", type=non_negative_int, default=30)
     group.add_argument("--include-mixed", action="store_true")
+    group.add_argument("--label-min-outcomes", type=positive_int, default=3,
+                       help="wins (or losses) that label an env all_success (all_fail)")
     group.add_argument("--failure-ratio", type=non_negative_float, default=0.5,
                        help="search: failures kept per success")
     group.add_argument("--source-range", action="append", default=[], metavar="FIRST-LAST=SOURCE",
@@ -91,8 +93,8 @@ def add_run_flags(parser: argparse.ArgumentParser) -> None:
 STAGE_FLAGS: tuple[tuple[tuple[str, ...], str, dict[str, object]], ...] = (
     (("memories",), "--all-trajectories",
      {"action": "store_true", "help": "one memory per kept trajectory, not per env"}),
-    (("memories", "aggregate", "distill", "preferences"), "--max-failure-rate",
-     {"type": share, "default": 0.10,
+    (("parse", "memories", "aggregate", "distill", "flatten", "preferences"),
+     "--max-failure-rate", {"type": share, "default": 0.10,
       "help": "fail the stage when a larger share of its items fail (default 0.10)"}),
     (("aggregate",), "--batch-size",
      {"type": positive_int, "default": 40, "help": "max items merged per teacher call"}),
@@ -170,6 +172,7 @@ def build_parser() -> argparse.ArgumentParser:
     parse.add_argument("--rollout-dir", required=True)
     parse.add_argument("--output", required=True)
     add_selection_flags(parse)
+    add_stage_flags(parse, "parse")
     add_run_flags(parse)
 
     for name, help_text in (

@@ -137,6 +137,7 @@ def selection_params(args: argparse.Namespace) -> dict[str, object]:
         "n_success_envs": args.n_success_envs,
         "n_fail_envs": args.n_fail_envs,
         "include_mixed": args.include_mixed,
+        "label_min_outcomes": args.label_min_outcomes,
         "failure_ratio": args.failure_ratio,
         "source_ranges": tuple(args.source_range),
     }
@@ -190,6 +191,7 @@ def build_root_task(args: argparse.Namespace, environ: Mapping[str, str]) -> lui
             output_path=str(output),
             rollout_dir=str(rollout_dir),
             **selection_params(args),
+            **stage_params(args),
         )
     if command in stages.SINGLE_STAGE_TASKS:
         inputs = [str(Path(p)) for p in args.input]

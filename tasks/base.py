@@ -17,9 +17,12 @@ from typing import Any, ClassVar
 import luigi
 import orjson
 
+from skillsft.pipeline.stage_outcome import StageOutcome, check_outcome
 from skillsft.tasks.failures import record_failure
 from skillsft.tasks.params import EnvParams
 from skillsft.tasks.targets import StageTarget, write_bytes_atomically
+
+DEFAULT_FAILURE_RATE = 0.10
 
 # Bumped when a stage's own logic changes in a way that changes its output.
 CODE_VERSION = "1"
@@ -31,6 +34,13 @@ class StageOutput:
     counts: dict[str, int] = field(default_factory=dict)
     teacher: list[dict[str, Any]] = field(default_factory=list)
     side_files: dict[str, bytes] = field(default_factory=dict)  # name beside output -> bytes
+    # What the stage attempted and made; checked after the side files (its rejects file among
+    # them, named `rejects_name`) are written, so a failing stage still lists what it dropped.
+    outcome: StageOutcome | None = None
+    rejects_name: str = ""
+    # A failure the stage met midway (e.g. a failed aggregation call): raised once the side
+    # files, which list it, are on disk.
+    failure: Exception | None = None
 
 
 # Signatures of inputs from outside the graph, kept only inside `input_signatures_frozen()`:
@@ -150,8 +160,20 @@ class StageTask(EnvParams, luigi.Task):
         started = time.monotonic()
         result = self.compute()
         target = self.output()
+        folder = target_dir(target)
+        # The rejects file first, so a stage that fails below has listed what it dropped; the
+        # other side files (a corpus .jsonl, provenance) only once the stage has passed.
+        if result.rejects_name in result.side_files:
+            write_bytes_atomically(folder / result.rejects_name,
+                                   result.side_files[result.rejects_name])
+        if result.failure is not None:
+            raise result.failure
+        if result.outcome is not None:
+            check_outcome(result.outcome, getattr(self, "max_failure_rate", DEFAULT_FAILURE_RATE),
+                          str(folder / result.rejects_name))
         for name, data in result.side_files.items():
-            write_bytes_atomically(target_dir(target) / name, data)
+            if name != result.rejects_name:
+                write_bytes_atomically(folder / name, data)
         target.write(result.payload)
         target.write_manifest(
             {

@@ -10,7 +10,7 @@ and input files count by content, not by path.
 import luigi
 
 SELECTION = ("min_trajs_per_env", "n_trajs_per_env", "n_success_envs", "n_fail_envs",
-             "include_mixed", "failure_ratio", "source_ranges")
+             "include_mixed", "label_min_outcomes", "failure_ratio", "source_ranges")
 RENDERING = ("history", "seed", "keep_information")
 
 
@@ -26,6 +26,7 @@ class SelectionParams:
     n_success_envs = luigi.IntParameter(default=70)
     n_fail_envs = luigi.IntParameter(default=30)
     include_mixed = luigi.BoolParameter(default=False)
+    label_min_outcomes = luigi.IntParameter(default=3)
     failure_ratio = luigi.FloatParameter(default=0.5)
     # Search: file-number ranges mapped to QA sources, e.g. ("1-500=nq", "501-900=hotpotqa").
     source_ranges = luigi.ListParameter(default=())
@@ -48,9 +49,14 @@ class TeacherParams:
     prices = luigi.Parameter(default="", significant=False)
 
 
-class MemoryParams:
-    all_trajectories = luigi.BoolParameter(default=False)
+class FailureParams:
+    """The share of a stage's items that may fail before the stage fails (every stage)."""
+
     max_failure_rate = luigi.FloatParameter(default=0.10)
+
+
+class MemoryParams(FailureParams):
+    all_trajectories = luigi.BoolParameter(default=False)
 
 
 class AggregateParams:

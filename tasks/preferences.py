@@ -13,7 +13,7 @@ import luigi
 
 from skillsft.pipeline import jsonio
 from skillsft.pipeline.envs import get_env
-from skillsft.pipeline.errors import InputError, check_failure_rate
+from skillsft.pipeline.errors import InputError
 from skillsft.tasks.base import StageOutput, StageTask, hash_file, signature_of_tree
 from skillsft.tasks.params import (
     RENDERING,
@@ -72,7 +72,8 @@ class PreferencePairs(FromSkillBank):
         from skillsft.pipeline.episodes import collect_episodes
         from skillsft.pipeline.preferences import PreferenceOptions, build_preference_pairs
         from skillsft.pipeline.skill_bank_io import load_skill_bank
-        from skillsft.tasks.stages import examples, rejects_lines
+        from skillsft.pipeline.stage_outcome import StageOutcome
+        from skillsft.tasks.stages import rejects_lines
 
         spec = get_env(self.env)
         episodes = collect_episodes(spec.rollout_format.name, self.rollout_dir, spec.win_reward)
@@ -86,8 +87,6 @@ class PreferencePairs(FromSkillBank):
         result = build_preference_pairs(episodes.groups, spec, bank, teacher, options)
         rejects = episodes.rejects + result.rejects
         failed = result.counts.get("skipped_teacher_failed", 0)
-        check_failure_rate(failed, failed + len(result.pairs), self.max_failure_rate,
-                           f"preference pairs of {self.rollout_dir}", examples(result.rejects))
         if self.require_pairs and not result.pairs:
             raise InputError(
                 f"no preference pair from {self.rollout_dir}: pairs need an env with a won and "
@@ -101,6 +100,9 @@ class PreferencePairs(FromSkillBank):
                     "outputs": len(result.pairs), "rejected": len(rejects)},
             teacher=[stats_to_dict(result.stats)] if result.stats else [],
             side_files={"preferences_rejects.jsonl": rejects_lines(rejects)},
+            rejects_name="preferences_rejects.jsonl",
+            outcome=StageOutcome(self.stage, str(self.rollout_dir), "preference pairs",
+                                 failed + len(result.pairs), failed, len(result.pairs), rejects),
         )
 
 

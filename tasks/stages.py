@@ -6,6 +6,7 @@ Graph (run): ParseRollouts -> GenerateMemories -> AggregateSkillBank -> Distill 
 build the same tasks with `input_paths` pointing at user files instead of upstream tasks.
 """
 
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -13,8 +14,10 @@ import luigi
 
 from skillsft.pipeline import jsonio
 from skillsft.pipeline.envs import get_env
-from skillsft.pipeline.errors import InputError, TooManyFailures, check_failure_rate
+from skillsft.pipeline.errors import InputError
+from skillsft.pipeline.file_kinds import check_kind
 from skillsft.pipeline.records import load_trajectory_records
+from skillsft.pipeline.stage_outcome import StageOutcome
 from skillsft.schemas import Reject
 from skillsft.tasks.base import StageOutput, StageTask, hash_file, signature_of_tree
 from skillsft.tasks.params import (
@@ -22,6 +25,7 @@ from skillsft.tasks.params import (
     SELECTION,
     AggregateParams,
     DistillParams,
+    FailureParams,
     MemoryParams,
     SelectionParams,
     TeacherParams,
@@ -58,17 +62,15 @@ class FromInputs:
         return {Path(p).name + f"#{i}": hash_file(Path(p)) for i, p in enumerate(self.input_paths)}
 
 
+# Rejects lines for items a stage chose not to use (selection): listed, but not failures.
+SKIP_PREFIX = "skipped_"
+
+
 def rejects_lines(rejects: list[Reject]) -> bytes:
     return jsonio.dumps_lines(rejects)
 
 
-def examples(rejects: list[Reject], limit: int = 3) -> str:
-    """The first few rejects, for an error message that says what went wrong, not just how
-    often."""
-    return "; ".join(f"{r.reason}: {r.detail}"[:200] for r in rejects[:limit])
-
-
-class ParseRollouts(SelectionParams, StageTask):
+class ParseRollouts(SelectionParams, FailureParams, StageTask):
     stage = "parse"
     output_name = "processed_trajectories.json"
     shaping_params = SELECTION
@@ -88,11 +90,18 @@ class ParseRollouts(SelectionParams, StageTask):
             **{name: getattr(self, name) for name in SELECTION if name != "source_ranges"},
         )
         result = parse_rollouts(get_env(self.env), Path(self.rollout_dir), options, progress=True)
+        for notice in result.notices:
+            print(f"skillsft: parse: {notice}", file=sys.stderr)
+        files = result.counts.get("files_seen", 0)
+        failed = sum(1 for r in result.rejects if not r.reason.startswith(SKIP_PREFIX))
         return StageOutput(
             payload=jsonio.dumps(result.records),
-            counts={**result.counts, "inputs": result.counts.get("files_seen", 0),
-                    "outputs": len(result.records), "rejected": len(result.rejects)},
+            counts={**result.counts, "inputs": files,
+                    "outputs": len(result.records), "rejected": failed},
             side_files={"rejects.jsonl": rejects_lines(result.rejects)},
+            outcome=StageOutcome(self.stage, self.rollout_dir, "rollout files", files, failed,
+                                 len(result.records), result.rejects),
+            rejects_name="rejects.jsonl",
         )
 
 
@@ -114,18 +123,19 @@ class GenerateMemories(FromInputs, SelectionParams, TeacherParams, MemoryParams,
 
         source = self.input_files()[0]
         records = jsonio.load(source)
+        check_kind(source, records, "processed trajectories")
         if not isinstance(records, list):
             raise InputError(f"{source}: expected a JSON list of processed trajectories "
                              "(docs/formats.md, 'Processed trajectories')")
         teacher = build_teacher(self, "memory", self.memory_model)
-        options = MemoryOptions(
-            all_trajectories=self.all_trajectories, failure_threshold=self.max_failure_rate
-        )
-        # It validates each record itself (a bad one is a failure with its reason) and applies
-        # the failure threshold over records and trajectories alike.
+        # The threshold is applied by StageTask.run after the rejects file is written.
+        options = MemoryOptions(all_trajectories=self.all_trajectories, failure_threshold=1.0)
+        # It validates each record itself (a bad one is a failure with its reason).
         result = generate_memories(records, get_env(self.env), teacher, options)
         rejects = [
             Reject(stage=self.stage, file=str(source), reason=f.reason,
+                   trajectory=f.env_id if f.trajectory_index < 0 else
+                   f"{f.env_id}/{f.trajectory_index}",
                    detail=f"env {f.env_id}, trajectory {f.trajectory_index}: {f.detail}")
             for f in result.failures
         ]
@@ -135,6 +145,10 @@ class GenerateMemories(FromInputs, SelectionParams, TeacherParams, MemoryParams,
                     "outputs": len(result.memories), "rejected": len(rejects)},
             teacher=[stats_to_dict(result.stats)],
             side_files={"memories_rejects.jsonl": rejects_lines(rejects)},
+            outcome=StageOutcome(self.stage, str(source), "trajectories",
+                                 result.counts.get("trajectories_attempted", 0), len(rejects),
+                                 len(result.memories), rejects),
+            rejects_name="memories_rejects.jsonl",
         )
 
 
@@ -153,21 +167,43 @@ class AggregateSkillBank(FromInputs, SelectionParams, TeacherParams, MemoryParam
         return {f"prompt/{k}": v for k, v in PROMPT_VERSIONS.items()}
 
     def compute(self) -> StageOutput:
-        from skillsft.pipeline.aggregate import AggregateOptions, aggregate_memories
+        from skillsft.pipeline.aggregate import (
+            AggregateOptions,
+            AggregationError,
+            aggregate_memories,
+        )
         from skillsft.pipeline.skill_bank_io import load_memory_files
 
         spec = get_env(self.env)
-        loaded = load_memory_files(self.input_files(), spec, self.max_failure_rate)
+        inputs = ", ".join(map(str, self.input_files()))
+        loaded = load_memory_files(self.input_files(), spec, failure_threshold=1.0)
+        outcome = StageOutcome(self.stage, inputs, "memory records",
+                               loaded.counts.get("records", 0), len(loaded.rejects),
+                               len(loaded.memories), loaded.rejects)
+        side_files = {"aggregate_rejects.jsonl": rejects_lines(loaded.rejects)}
+        if not loaded.memories:  # nothing to merge: no teacher call; StageTask.run fails it
+            return StageOutput(payload=b"", side_files=side_files, outcome=outcome,
+                               rejects_name="aggregate_rejects.jsonl")
         teacher = build_teacher(self, "aggregate", self.aggregate_model)
-        result = aggregate_memories(
-            loaded.memories, spec, teacher, AggregateOptions(batch_size=self.batch_size)
-        )
+        try:
+            result = aggregate_memories(
+                loaded.memories, spec, teacher, AggregateOptions(batch_size=self.batch_size)
+            )
+        except AggregationError as error:
+            failed = [Reject(stage=self.stage, file=inputs, reason="teacher_error",
+                             step=request_id, detail=f"aggregation call {request_id}: {message}")
+                      for request_id, message in error.failed]
+            side_files["aggregate_rejects.jsonl"] = rejects_lines([*loaded.rejects, *failed])
+            return StageOutput(payload=b"", side_files=side_files, failure=error,
+                               rejects_name="aggregate_rejects.jsonl")
         return StageOutput(
             payload=jsonio.dumps(result.bank.model_dump(mode="json", exclude_none=True)),
             counts={**loaded.counts, **result.counts, "rejected": len(loaded.rejects),
                     "inputs": loaded.counts.get("records", 0), "outputs": 1},
             teacher=[stats_to_dict(result.stats)],
-            side_files={"aggregate_rejects.jsonl": rejects_lines(loaded.rejects)},
+            side_files=side_files,
+            outcome=outcome,
+            rejects_name="aggregate_rejects.jsonl",
         )
 
 
@@ -215,14 +251,15 @@ class Distill(FromInputs, SelectionParams, TeacherParams, MemoryParams, Aggregat
         result = distill(loaded.records, spec, bank, teacher, options)
         rejects = loaded.rejects + result.failures
         attempted = result.counts.get("trajectories_attempted", 0) + len(loaded.rejects)
-        check_failure_rate(len(rejects), attempted, self.max_failure_rate,
-                           f"trajectories of {inputs[0]}", examples(rejects))
         return StageOutput(
             payload=jsonio.dumps(result.conversations),
             counts={**result.counts, "inputs": len(loaded.records) + len(loaded.rejects),
                     "outputs": len(result.conversations), "rejected": len(rejects)},
             teacher=[stats_to_dict(result.stats)] if result.stats else [],
             side_files={"distill_rejects.jsonl": rejects_lines(rejects)},
+            outcome=StageOutcome(self.stage, str(inputs[0]), "trajectories", attempted,
+                                 len(rejects), len(result.conversations), rejects),
+            rejects_name="distill_rejects.jsonl",
         )
 
 
@@ -253,14 +290,8 @@ class Flatten(FromInputs, SelectionParams, TeacherParams, MemoryParams, Aggregat
         )
         result = flatten(conversations, spec, options)
         result.rejects[:0] = unreadable
-        dropped = sum(v for k, v in result.counts.items()
-                      if k.startswith("dropped_") and k != "dropped_unreadable_conversation")
-        if conversations and not result.records:
-            raise TooManyFailures(
-                f"flattening {path} produced no record from {len(conversations)} conversations "
-                f"({examples(result.rejects) or 'every turn was dropped'}); see "
-                f"{self.output_file().parent / 'flatten_rejects.jsonl'}"
-            )
+        # A dropped turn is listed but is the post-checks' job, not a failure of the stage.
+        failed = len(unreadable) + result.counts.get("dropped_unreadable_conversation", 0)
         stem = self.output_file().stem
         provenance_name = f"{stem.removesuffix('_data')}_provenance.jsonl"
         return StageOutput(
@@ -268,12 +299,16 @@ class Flatten(FromInputs, SelectionParams, TeacherParams, MemoryParams, Aggregat
             counts={**result.counts, "records": len(result.records),
                     "inputs": len(conversations) + len(unreadable),
                     "outputs": len(result.records),
-                    "rejected": len(result.rejects) + dropped},
+                    "rejected": len(result.rejects)},  # dropped turns are rejects lines too
             side_files={
                 f"{stem}.jsonl": jsonio.dumps_lines(result.records),
                 provenance_name: jsonio.dumps_lines(result.provenance),
                 "flatten_rejects.jsonl": rejects_lines(result.rejects),
             },
+            outcome=StageOutcome(self.stage, str(path), "conversations",
+                                 len(conversations) + len(unreadable), failed,
+                                 len(result.records), result.rejects),
+            rejects_name="flatten_rejects.jsonl",
         )
 
 

@@ -74,7 +74,15 @@ class RolloutFormat:
     layout: str  # what ROLLOUT_DIR should hold, for error messages
     discover: Callable[[Path, Counter[str]], list[Group]]
     parse_group: Callable[[GroupJob], GroupResult]
-    select: Callable[[Iterable[GroupResult], SelectionOptions, Counter[str]], list[Any]]
+    # Appends a `skipped_<reason>` reject for each env or question selection leaves out.
+    select: Callable[
+        [Iterable[GroupResult], SelectionOptions, Counter[str], list[Reject]], list[Any]
+    ]
+    # Fits the selection rules to the shape of the dump found (main process, after discover);
+    # returns the options to use and notices saying what was found and how it selects.
+    fit_options: Callable[
+        [list[Group], SelectionOptions, Counter[str]], tuple[SelectionOptions, list[str]]
+    ] = lambda groups, options, counts: (options, [])
 
 
 def _reject(result: GroupResult, rel_file: str, error: MalformedRollout) -> None:
@@ -89,6 +97,13 @@ def _reject(result: GroupResult, rel_file: str, error: MalformedRollout) -> None
         )
     )
     result.counts[f"rejected_{error.reason}"] += 1
+
+
+def _skip(result: GroupResult, where: str, reason: str, detail: str) -> None:
+    """A selection skip: listed in the rejects file, but not a failure of the file."""
+    result.rejects.append(
+        Reject(stage=STAGE, file=where, trajectory=where, reason=f"skipped_{reason}", detail=detail)
+    )
 
 
 def _sorted_entries(folder: Path) -> list[os.DirEntry[str]]:
@@ -132,6 +147,23 @@ def discover_env_folders(rollout_dir: Path, counts: Counter[str]) -> list[Group]
     return groups
 
 
+def fit_single_episode_envs(
+    groups: list[Group], options: SelectionOptions, counts: Counter[str]
+) -> tuple[SelectionOptions, list[str]]:
+    """A dump with one episode in every env folder (how most agent harnesses write, e.g. the
+    ReAct WebShop run) can never meet rules that need several attempts per env: label each env
+    by its only episode instead of selecting nothing."""
+    if not groups or any(len(group.files) != 1 for group in groups):
+        return options, []
+    counts["envs_labelled_by_only_episode"] = len(groups)
+    fitted = options.model_copy(update={"min_trajs_per_env": 1, "label_min_outcomes": 1})
+    return fitted, [
+        f"every env folder holds one episode ({len(groups)} folders): each env is labelled by "
+        "its only episode (a win: all_success, a loss: all_fail), instead of needing "
+        f"{options.min_trajs_per_env} files and {options.label_min_outcomes} outcomes per env"
+    ]
+
+
 @dataclass(frozen=True)
 class EnvCandidate:
     """One env folder after labelling: where it is, its task and which episodes to keep."""
@@ -155,15 +187,22 @@ def parse_env_folder(job: GroupJob) -> GroupResult:
             _reject(result, f"{job.group.group_id}/{name}", error)
             continue
         result.counts["files_parsed"] += 1
+        result.counts["episodes_stopped_at_step_limit"] += episode.stopped_at_step_limit
         parsed.append((name, episode))
     result.counts["envs_seen"] += 1
     if len(parsed) < job.options.min_trajs_per_env:
         result.counts["envs_skipped_too_few_files"] += 1
+        _skip(result, job.group.group_id, "too_few_files",
+              f"{len(parsed)} parsed episode(s); --min-trajs-per-env is "
+              f"{job.options.min_trajs_per_env}")
         return result
     won = [episode.succeeded(job.success_reward) for _, episode in parsed]
     label = label_env(sum(won), len(won) - sum(won), job.options)
     if label == "unlabelled":
         result.counts["envs_skipped_unlabelled"] += 1
+        _skip(result, job.group.group_id, "unlabelled",
+              f"{sum(won)} win(s), {len(won) - sum(won)} loss(es): neither reaches "
+              f"--label-min-outcomes {job.options.label_min_outcomes}")
         return result
     summary = [(name, len(ep.steps), w) for (name, ep), w in zip(parsed, won, strict=True)]
     keep = shortest_episodes(summary, label, job.options)
@@ -201,7 +240,10 @@ def _to_step(raw: RawStep) -> Step:
 
 
 def select_env_folders(
-    results: Iterable[GroupResult], options: SelectionOptions, counts: Counter[str]
+    results: Iterable[GroupResult],
+    options: SelectionOptions,
+    counts: Counter[str],
+    rejects: list[Reject],
 ) -> list[TrajectorySet]:
     def labelled() -> Iterable[tuple[EnvLabel, EnvCandidate]]:
         for result in results:
@@ -209,7 +251,16 @@ def select_env_folders(
                 yield candidate.label, candidate
 
     records = []
-    for candidate in apply_env_quotas(labelled(), options, counts):
+    skipped: list[tuple[EnvCandidate, str]] = []
+    kept = apply_env_quotas(labelled(), options, counts, skipped)
+    for candidate, reason in skipped:
+        rejects.append(Reject(
+            stage=STAGE, file=candidate.env_id, trajectory=candidate.env_id,
+            reason=f"skipped_{reason.removeprefix('skipped_')}",
+            detail=f"{candidate.label} env left out by the selection quotas (--n-success-envs, "
+                   "--n-fail-envs, --include-mixed)",
+        ))
+    for candidate in kept:
         trajectories = [
             [_to_step(raw) for raw in load_trajectory(Path(candidate.folder, name), counts)]
             for name in candidate.keep
@@ -233,6 +284,7 @@ STEP_FORMAT = RolloutFormat(
     discover=discover_env_folders,
     parse_group=parse_env_folder,
     select=select_env_folders,
+    fit_options=fit_single_episode_envs,
 )
 
 
@@ -274,7 +326,8 @@ def parse_question_folder(job: GroupJob) -> GroupResult:
             _reject(result, rel.as_posix(), error)
             continue
         result.counts["files_parsed"] += 1
-        source = resolve_source(rel, QA_SOURCES, job.options)
+        source, rule = resolve_source(rel, QA_SOURCES, job.options)
+        result.counts[f"source_rule_{rule}"] += 1
         env_id = rel.with_suffix("").as_posix()
         won = episode.reward >= job.success_reward
         result.candidates.append(QuestionCandidate(env_id, source, episode, won))
@@ -306,14 +359,25 @@ def _to_search_set(candidate: QuestionCandidate) -> SearchTrajectorySet:
 
 
 def select_questions(
-    results: Iterable[GroupResult], options: SelectionOptions, counts: Counter[str]
+    results: Iterable[GroupResult],
+    options: SelectionOptions,
+    counts: Counter[str],
+    rejects: list[Reject],
 ) -> list[SearchTrajectorySet]:
     questions = [
         (c.env_id, c.data_source, c.won, c)
         for result in results
         for c in result.candidates
     ]
-    kept = balance_by_source(questions, options, counts)
+    skipped: list[tuple[QuestionCandidate, str]] = []
+    kept = balance_by_source(questions, options, counts, skipped)
+    rejects.extend(
+        Reject(stage=STAGE, file=f"{c.env_id}.txt", trajectory=c.env_id,
+               reason=f"skipped_{reason}",
+               detail=f"failure from {c.data_source} beyond --failure-ratio "
+                      f"{options.failure_ratio:g} x its successes")
+        for c, reason in skipped
+    )
     records = [_to_search_set(candidate) for candidate in kept]
     counts["trajectories_kept"] += len(records)
     counts["steps_kept"] += sum(len(r.trajectories[0]) for r in records)

@@ -53,6 +53,9 @@ class Episode:
 
     task: str
     steps: list[RawStep]
+    # The writer finished the last block (observation and admissible list) but the episode is
+    # not done: the agent ran out of steps. A failure, not a file cut off while writing.
+    stopped_at_step_limit: bool = False
 
     def succeeded(self, success_reward: float) -> bool:
         return any(step.done and step.reward >= success_reward for step in self.steps)
@@ -270,6 +273,7 @@ def parse_step_rollout(text: str) -> Episode:
             )
     steps: list[RawStep] = []
     task = None
+    last_block_complete = False
     bounds = headers + [len(lines)]
     for b, start in enumerate(headers):
         end = bounds[b + 1]
@@ -290,6 +294,8 @@ def parse_step_rollout(text: str) -> Episode:
         )
         if b == 0:
             task = found
+        # cut_admissible raised if the list was left open, so its presence means it closed.
+        last_block_complete = last_block and ADMISSIBLE_PREFIX in "\n".join(obs_lines)
         steps.append(RawStep(step_id, action, observation, actions, reward, done, metadata))
     if not task:
         raise MalformedRollout(
@@ -298,11 +304,12 @@ def parse_step_rollout(text: str) -> Episode:
             line=headers[0] + 1,
             hint="the task must appear in the first block; fix or delete this file",
         )
-    if not steps[-1].done:
+    if not steps[-1].done and not last_block_complete:
         raise MalformedRollout(
             "truncated",
-            f"the episode stops at {steps[-1].step_id} without a 'Done: True' step",
+            f"the episode stops inside {steps[-1].step_id} (no admissible-action list after its "
+            "observation) without a 'Done: True' step",
             line=headers[-1] + 1,
             hint="the file was probably cut off while writing; re-export or delete it",
         )
-    return Episode(task, steps)
+    return Episode(task, steps, stopped_at_step_limit=not steps[-1].done)

@@ -5,7 +5,7 @@ from pathlib import Path
 
 from skillsft.pipeline.conversations import TextTurn
 from skillsft.pipeline.envs import ALFWORLD, SEARCH, WEBSHOP
-from skillsft.pipeline.flatten import flatten
+from skillsft.pipeline.flatten import FlattenOptions, flatten
 from skillsft.pipeline.postchecks import (
     admissible_action,
     apply_postchecks,
@@ -102,8 +102,18 @@ def test_unreadable_conversation_is_rejected_and_counted() -> None:
     result = flatten([bad, ALF_CONVERSATION], ALFWORLD)
     assert result.counts["dropped_unreadable_conversation"] == 1
     assert len(result.records) == 2
-    (reject,) = result.rejects
+    # The second conversation's "fly away" turn is a post-check drop, listed after it.
+    reject, dropped = result.rejects
     assert reject.reason == "unreadable_conversation" and "env001 (item 0)" in reject.detail
+    assert dropped.reason == "action_not_admissible"
+
+
+def test_post_check_drops_are_listed_with_trajectory_turn_and_action() -> None:
+    result = flatten([ALF_CONVERSATION], ALFWORLD, FlattenOptions(input_name="d.json"))
+    assert result.counts["dropped_action_not_admissible"] == 1
+    (drop,) = result.rejects
+    assert (drop.stage, drop.file, drop.reason) == ("flatten", "d.json", "action_not_admissible")
+    assert (drop.trajectory, drop.step, drop.action) == ("env001", "turn 1", "fly away")
 
 
 def test_search_records_always_take_the_turn_zero_form() -> None:
@@ -206,7 +216,9 @@ def test_real_alfworld_sample_round_trips_through_distill_and_flatten() -> None:
     bank = SkillBank.model_validate({"general_skills": [], "task_specific_skills": {}})
     distilled = distill(parsed.records, ALFWORLD, bank, OfflineTeacher(show_progress=False))
     result = flatten(distilled.conversations, ALFWORLD)
-    assert result.rejects == [] and distilled.conversations
+    assert distilled.conversations
     dropped = result.counts.get("dropped_action_not_admissible", 0)
+    # Nothing unreadable: the only rejects are the listed post-check drops, one per turn.
+    assert [r.reason for r in result.rejects] == ["action_not_admissible"] * dropped
     assert len(result.records) + dropped == distilled.counts["turns"]
     assert all("\n\n## Current Progress\n" in r.instruction for r in result.records)

@@ -65,7 +65,7 @@ def test_output_bytes_do_not_depend_on_workers(env: str) -> None:
 
 
 def test_webshop_sample_selection_and_loop_removal() -> None:
-    result = parse_rollouts(get_env("webshop"), EXAMPLES / "webshop", workers=1)
+    result = parse_rollouts(get_env("webshop"), EXAMPLES / "webshop-handwritten", workers=1)
     assert [(r.env_id, r.type) for r in result.records] == [
         ("env000", "all_success"),
         ("env001", "all_fail"),

@@ -244,3 +244,17 @@ def test_instruction_paragraph_is_stripped_wherever_it_starts(tail: str) -> None
         "Obs: Thank you for shopping." + tail + "\n"
     )
     assert parse_step_rollout(text).steps[1].observation == "Thank you for shopping."
+
+
+def test_step_limit_episode_is_a_failure_not_a_truncated_file() -> None:
+    """The agent ran out of steps: the last block is whole (observation and admissible list)
+    but not done. Real WebShop dumps end like this; it is a loss, not a file cut off."""
+    text = render_episode("buy a lamp", [
+        ("None", 0.0, False, "Shop.", ["search[<your query>]"]),
+        ("search[lamp]", 0.0, False, "Results.", ["click[b01]"]),
+        ("click[b01]", 0.0, False, "A lamp.", ["click[buy now]", "click[< prev]"]),
+    ])
+    episode = parse_step_rollout(text)
+    assert episode.stopped_at_step_limit
+    assert not episode.succeeded(10.0)
+    assert [s.action for s in episode.steps] == [None, "search[lamp]", "click[b01]"]

@@ -106,10 +106,116 @@ def test_search_source_from_folder_then_ranges_then_unknown() -> None:
         search_source_ranges=(SourceRange(first=100, last=199, source="popqa"),)
     )
     sources = ("nq", "hotpotqa")
-    assert resolve_source(PurePosixPath("runs/HotpotQA/q_7.txt"), sources, options) == "hotpotqa"
-    assert resolve_source(PurePosixPath("batch/run_0150.txt"), sources, options) == "popqa"
-    assert resolve_source(PurePosixPath("batch/run_0250.txt"), sources, options) == "unknown"
-    assert resolve_source(PurePosixPath("q.txt"), sources, options) == "unknown"
+    assert resolve_source(PurePosixPath("runs/HotpotQA/q_7.txt"), sources, options) == (
+        "hotpotqa", "folder")
+    assert resolve_source(PurePosixPath("batch/run_0150.txt"), sources, options) == (
+        "popqa", "range")
+    # The user's mapping replaces the default ranges: 250 is outside it, so unknown.
+    assert resolve_source(PurePosixPath("batch/run_0250.txt"), sources, options) == (
+        "unknown", "unknown")
+    assert resolve_source(PurePosixPath("q.txt"), sources, options) == ("unknown", "unknown")
+
+
+@pytest.mark.parametrize(
+    ("folder", "source"),
+    [
+        pytest.param("2wiki", "2wikimultihopqa", id="2wiki"),
+        pytest.param("2Wiki-MultiHopQA", "2wikimultihopqa", id="2Wiki-MultiHopQA"),
+        pytest.param("hotpot_qa", "hotpotqa", id="hotpot_qa"),
+        pytest.param("TriviaQA", "triviaqa", id="TriviaQA"),
+        pytest.param("pop_qa", "popqa", id="pop_qa"),
+        pytest.param("natural_questions", "nq", id="natural_questions"),
+        pytest.param("MuSiQue", "musique", id="MuSiQue"),
+        pytest.param("Bamboogle", "bamboogle", id="Bamboogle"),
+    ],
+)
+def test_search_source_folder_spellings(folder: str, source: str) -> None:
+    from skillsft.pipeline.parsing.formats import QA_SOURCES
+
+    path = PurePosixPath(f"runs/{folder}/q_7.txt")
+    assert resolve_source(path, QA_SOURCES, SelectionOptions()) == (source, "folder")
+
+
+@pytest.mark.parametrize(
+    ("name", "source"),
+    [
+        pytest.param("run_0.txt", "nq", id="first-nq"),
+        pytest.param("run_3609.txt", "nq", id="last-nq"),
+        pytest.param("run_3610.txt", "triviaqa", id="first-triviaqa"),
+        pytest.param("q_36595.txt", "2wikimultihopqa", id="first-2wiki"),
+        pytest.param("q_51712.txt", "bamboogle", id="last-bamboogle"),
+    ],
+)
+def test_search_source_default_ranges_without_user_ranges(name: str, source: str) -> None:
+    path = PurePosixPath("batch") / name
+    assert resolve_source(path, ("nq",), SelectionOptions()) == (source, "default_range")
+
+
+def test_search_source_past_the_default_ranges_is_unknown() -> None:
+    path = PurePosixPath("batch/q_51713.txt")
+    assert resolve_source(path, ("nq",), SelectionOptions()) == ("unknown", "unknown")
+
+
+def test_search_rules_are_counted_per_rule(tmp_path: Path, repo_root: Path) -> None:
+    """A `2wiki` folder (as public search-agent data names it) is 2wikimultihopqa, not unknown."""
+    import shutil
+
+    sample = repo_root / "examples" / "rollouts" / "search"
+    shutil.copytree(sample / "nq", tmp_path / "2wiki")
+    shutil.copytree(sample / "batch_b", tmp_path / "batch_b")
+    result = parse_rollouts(get_env("search"), tmp_path, workers=1)
+    assert {r.data_source for r in result.records} == {"2wikimultihopqa", "nq"}
+    assert result.counts["source_rule_folder"] == 4
+    assert result.counts["source_rule_default_range"] == 2  # run_0105, run_0106: nq items
+    assert "source_rule_unknown" not in result.counts
+    # Failures beyond the balance are listed, not just counted: one per source here.
+    skipped = sorted(r.file for r in result.rejects if r.reason == "skipped_failure_balance")
+    assert len(skipped) == result.counts["questions_dropped_failure_balance"] == 2
+
+
+def test_selection_skips_are_listed_as_rejects(tmp_path: Path, write_env) -> None:
+    write_env(tmp_path, "env1", {"a.txt": WIN, "b.txt": WIN})
+    write_env(tmp_path, "env2", {"a.txt": WIN, "b.txt": WIN, "c.txt": WIN})
+    write_env(tmp_path, "env3", {"a.txt": WIN, "b.txt": WIN, "c.txt": WIN})
+    write_env(tmp_path, "env4", {"a.txt": WIN, "b.txt": LOSS, "c.txt": LOSS})
+    write_env(tmp_path, "env5", {"a.txt": WIN, "b.txt": WIN, "c.txt": LOSS})
+    options = SelectionOptions(n_success_envs=1)
+    result = parse_rollouts(get_env("alfworld"), tmp_path, options, workers=1)
+    assert [r.env_id for r in result.records] == ["env2"]
+    listed = {(r.file, r.reason) for r in result.rejects}
+    assert listed == {("env1", "skipped_too_few_files"), ("env3", "skipped_over_quota_all_success"),
+                      ("env4", "skipped_unlabelled"), ("env5", "skipped_mixed")}
+
+
+def test_label_min_outcomes_labels_envs_with_fewer_outcomes(tmp_path: Path, write_env) -> None:
+    write_env(tmp_path, "env1", {"a.txt": LOSS, "b.txt": LOSS, "c.txt": WIN})
+    default = parse_rollouts(get_env("alfworld"), tmp_path, workers=1)
+    assert default.records == [] and default.counts["envs_skipped_unlabelled"] == 1
+    lowered = parse_rollouts(get_env("alfworld"), tmp_path,
+                             SelectionOptions(label_min_outcomes=2), workers=1)
+    assert [(r.env_id, r.type) for r in lowered.records] == [("env1", "all_fail")]
+
+
+def test_one_episode_per_env_folder_labels_each_env_by_its_episode(
+    tmp_path: Path, write_env
+) -> None:
+    write_env(tmp_path, "env1", {"test1.txt": WIN})
+    write_env(tmp_path, "env2", {"test1.txt": LOSS})
+    write_env(tmp_path, "env3", {"test1.txt": WIN})
+    result = parse_rollouts(get_env("alfworld"), tmp_path, workers=1)
+    assert [(r.env_id, r.type) for r in result.records] == [
+        ("env1", "all_success"), ("env2", "all_fail"), ("env3", "all_success")]
+    assert result.counts["envs_labelled_by_only_episode"] == 3
+    (notice,) = result.notices
+    assert "each env is labelled by its only episode" in notice
+
+
+def test_one_episode_rule_only_when_every_folder_has_one(tmp_path: Path, write_env) -> None:
+    write_env(tmp_path, "env1", {"test1.txt": WIN})
+    write_env(tmp_path, "env2", {"a.txt": LOSS, "b.txt": LOSS, "c.txt": LOSS})
+    result = parse_rollouts(get_env("alfworld"), tmp_path, workers=1)
+    assert [r.env_id for r in result.records] == ["env2"]
+    assert result.notices == [] and "envs_labelled_by_only_episode" not in result.counts
 
 
 def test_balance_keeps_all_successes_and_first_failures_by_natural_id() -> None:

@@ -44,7 +44,7 @@ def test_released_bank_document(shared_dir: Path, env: str) -> None:
     meta = front_matter(text)
     assert set(meta) == {"name", "description"}
     assert meta["name"] == f"{env}-skills" and re.fullmatch(r"[a-z0-9-]+", meta["name"])
-    assert spec.display_name in meta["description"] and "Load this when" in meta["description"]
+    assert spec.title in meta["description"] and "Load this when" in meta["description"]
     assert len(meta["description"]) <= 1024
 
     skills = bank.general_skills + [s for v in bank.category_skills().values() for s in v]

@@ -147,6 +147,8 @@ def test_flatten_with_nothing_left_fails_instead_of_writing_an_empty_corpus(
     out = tmp_path / "out" / "alfworld_sft_data.json"
     code = main(["flatten", "alfworld", "--input", str(broken), "--output", str(out)])
     assert code == 1 and not out.exists()
+    # Its rejects are listed; no corpus .jsonl or provenance of nothing is left behind.
+    assert sorted(p.name for p in out.parent.iterdir() if p.is_file()) == ["flatten_rejects.jsonl"]
 
     from skillsft.pipeline.flatten import load_conversations
 
@@ -277,8 +279,9 @@ def test_report_and_publish_dry_run_commands_on_a_finished_run(tmp_path: Path, c
 
 @pytest.mark.parametrize(
     ("command", "foreign_flag"),
+    # (--max-failure-rate belongs to every stage now: flatten fails over unreadable conversations)
     [("memories", "--batch-size"), ("aggregate", "--history"), ("flatten", "--seed"),
-     ("flatten", "--max-failure-rate")],
+     ("distill", "--batch-size")],
 )
 def test_a_single_stage_refuses_flags_of_other_stages(
     tmp_path: Path, command: str, foreign_flag: str

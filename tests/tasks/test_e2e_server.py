@@ -148,8 +148,11 @@ def test_too_many_failed_distillations_fail_the_run(tmp_path: Path, server_facto
     process = skillsft("alfworld", work, server.base_url)
     out, _ = process.communicate(timeout=600)
     assert process.returncode == 1
-    assert b"trajectories of" in out and b"failed" in out
+    # Every distillation answer is broken: the stage made nothing, and says so in one line.
+    assert b"distill: " in out and b"produced no record from" in out and b"teacher x" in out
     assert not (work / "alfworld_sft_data.json").exists()
+    listed = (work / "distill_rejects.jsonl").read_bytes().splitlines()
+    assert listed and all(b'"reason":"teacher"' in line for line in listed)
 
 
 def test_price_file_and_pace_flags_reach_the_teacher(tmp_path: Path, server_factory) -> None:
