@@ -429,7 +429,7 @@ def aggregate_memories(
     bank = SkillBank(general_skills=general, common_mistakes=mistakes, metadata=metadata,
                      **{spec.bank_category_key: per_category})
     check = check_bank(bank, spec.categories, shape)
-    metadata["shape_check"] = check.as_metadata()
+    bank.metadata = {**metadata, "shape_check": check.as_metadata()}
     counts = {"bank_placeholder_slips": len(check.placeholder_slips),
               "bank_sections_off_shape": len(check.off_shape),
               "memories": len(memories), "teacher_calls": sum(calls.values()),

@@ -43,7 +43,7 @@ if TYPE_CHECKING:
     from skillsft.pipeline.envs import EnvSpec
 
 KIND = "distill"
-PROMPT_VERSION = "distill-v1"
+PROMPT_VERSION = "distill-v2"
 CHARS_PER_TOKEN = 4  # a rough, deliberately conservative estimate for budgeting windows
 
 TrajectoryRecord = TrajectorySet | SearchTrajectorySet
@@ -116,10 +116,12 @@ SYSTEM_PROMPT = (
     "You reconstruct the reasoning of an expert agent. You are shown the agent's goal, the "
     "experience it was given, and the steps it took: at each step what it observed, which "
     "actions were available, and the action it chose. For each step you are asked about, "
-    "write the short thought (one to three sentences, first person, present tense) that leads "
-    "from the current observation and the goal to exactly that action. Refer to the experience "
-    "when it applies. Do not mention that the action was given to you, do not propose another "
-    "action, and do not use tags."
+    "write the thought the agent has before acting: one to three sentences of strategic "
+    "reasoning, first person, present tense, that lead from the goal and what the current "
+    "observation actually shows to exactly that action. Never claim anything the observation "
+    "contradicts. When a retrieved skill or a listed mistake bears on the step, apply it and "
+    "name it by its title. Do not mention that the action was given to you, do not propose "
+    "another action, do not rewrite the action, and do not use tags."
 )
 
 

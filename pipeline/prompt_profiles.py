@@ -214,12 +214,14 @@ SEARCH_PROMPTS = PromptProfile(
     category_noun="query type",
 )
 
-_PLACEHOLDER = re.compile(r"\[\[?([A-Za-z][A-Za-z_ ]*?)(?:_\d+)?\]\]?")
+# `[Object_1]`, `[Price_Constraint]`, `[[Size_Constraint]]` (inside a WebShop click): a capital
+# letter first, so verbatim actions such as `click[buy now]` are not mistaken for one.
+_PLACEHOLDER = re.compile(r"(?P<pre>\w?)\[\[?(?P<name>[A-Z][A-Za-z]*(?:_[A-Za-z]+)*)(?:_\d+)?\]\]?")
 
 
 def bracketed_placeholders(text: str) -> list[str]:
     """Every `[Something]` placeholder in the text (what a skill bank must not contain)."""
-    return [match.group(0) for match in _PLACEHOLDER.finditer(text)]
+    return [match.group(0)[len(match.group("pre")):] for match in _PLACEHOLDER.finditer(text)]
 
 
 def naturalise(text: str, words: Mapping[str, str]) -> str:
@@ -227,11 +229,10 @@ def naturalise(text: str, words: Mapping[str, str]) -> str:
     price limit`. Used where memories' abstract patterns become bank prose."""
 
     def plain(match: re.Match[str]) -> str:
-        whole = match.group(0).strip("[]")
-        known = words.get(f"[{whole}]")
-        if known:
-            return known
-        return "the " + match.group(1).replace("_", " ").strip().lower()
+        pre = match.group("pre")
+        whole = match.group(0)[len(pre):].strip("[]")
+        known = words.get(f"[{whole}]") or "the " + match.group("name").replace("_", " ").lower()
+        return f"{pre} {known}" if pre else known
 
     return _PLACEHOLDER.sub(plain, text)
 

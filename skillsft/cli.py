@@ -78,6 +78,16 @@ def add_run_flags(parser: argparse.ArgumentParser) -> None:
                        help="recompute STAGE and everything that depends on it")
 
 
+def count_range(text: str) -> str:
+    """`N` or `N-M` (entries a skill-bank section should end with), checked, kept as text."""
+    from skillsft.pipeline.prompt_profiles import CountRange
+
+    try:
+        return str(CountRange.parse(text))
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 # Each stage flag, and the stages it means something to (a single-stage command offers only its
 # own; `run` offers all).
 STAGE_FLAGS: tuple[tuple[tuple[str, ...], str, dict[str, object]], ...] = (
@@ -88,6 +98,12 @@ STAGE_FLAGS: tuple[tuple[tuple[str, ...], str, dict[str, object]], ...] = (
       "help": "fail the stage when a larger share of its items fail (default 0.10)"}),
     (("aggregate",), "--batch-size",
      {"type": positive_int, "default": 40, "help": "max items merged per teacher call"}),
+    (("aggregate",), "--general-skills",
+     {"type": count_range, "default": "5-7", "help": "general principles the bank ends with"}),
+    (("aggregate",), "--category-skills",
+     {"type": count_range, "default": "5-6", "help": "skills per category the bank ends with"}),
+    (("aggregate",), "--common-mistakes",
+     {"type": count_range, "default": "5", "help": "common mistakes the bank ends with"}),
     (("distill", "flatten"), "--history",
      {"type": positive_int, "default": 5, "help": "(observation, action) pairs per turn"}),
     (("distill",), "--seed", {"type": int, "default": 0, "help": "seed of the done turn"}),

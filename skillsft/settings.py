@@ -108,6 +108,9 @@ def stage_params(args: argparse.Namespace) -> dict[str, object]:
         "all_trajectories": getattr(args, "all_trajectories", None),
         "max_failure_rate": getattr(args, "max_failure_rate", None),
         "batch_size": getattr(args, "batch_size", None),
+        "general_skills": getattr(args, "general_skills", None),
+        "category_skills": getattr(args, "category_skills", None),
+        "common_mistakes": getattr(args, "common_mistakes", None),
         "history": getattr(args, "history", None),
         "seed": getattr(args, "seed", None),
         "keep_information": (None if not hasattr(args, "actions_only_history")

@@ -55,6 +55,10 @@ class MemoryParams:
 
 class AggregateParams:
     batch_size = luigi.IntParameter(default=40)
+    # How many entries each skill-bank section ends with (`N` or `N-M`, see BankShape).
+    general_skills = luigi.Parameter(default="5-7")
+    category_skills = luigi.Parameter(default="5-6")
+    common_mistakes = luigi.Parameter(default="5")
 
 
 class DistillParams:

@@ -141,7 +141,8 @@ class AggregateSkillBank(FromInputs, SelectionParams, TeacherParams, MemoryParam
                          AggregateParams, StageTask):
     stage = "aggregate"
     output_name = "skill_bank.json"
-    shaping_params = ("teacher", "base_url", "aggregate_model", "batch_size")
+    shaping_params = ("teacher", "base_url", "aggregate_model", "batch_size", "general_skills",
+                      "category_skills", "common_mistakes")
 
     def upstream(self) -> luigi.Task:
         return self.clone(GenerateMemories)
@@ -153,13 +154,18 @@ class AggregateSkillBank(FromInputs, SelectionParams, TeacherParams, MemoryParam
 
     def compute(self) -> StageOutput:
         from skillsft.pipeline.aggregate import AggregateOptions, aggregate_memories
+        from skillsft.pipeline.prompt_profiles import BankShape, CountRange
         from skillsft.pipeline.skill_bank_io import load_memory_files
 
         spec = get_env(self.env)
         loaded = load_memory_files(self.input_files(), spec, self.max_failure_rate)
         teacher = build_teacher(self, "aggregate", self.aggregate_model)
+        shape = BankShape(CountRange.parse(self.general_skills),
+                          CountRange.parse(self.category_skills),
+                          CountRange.parse(self.common_mistakes))
         result = aggregate_memories(
-            loaded.memories, spec, teacher, AggregateOptions(batch_size=self.batch_size)
+            loaded.memories, spec, teacher,
+            AggregateOptions(batch_size=self.batch_size, shape=shape),
         )
         return StageOutput(
             payload=jsonio.dumps(result.bank.model_dump(mode="json", exclude_none=True)),
