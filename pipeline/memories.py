@@ -21,7 +21,13 @@ from typing import Any
 
 import orjson
 from pydantic import ValidationError
-from skillsft.pipeline.causal import AnalysedStep, analyse, chain_backward, goal_step_index
+from skillsft.pipeline.causal import (
+    AnalysedStep,
+    analyse,
+    chain_backward,
+    goal_step_index,
+    match_rule,
+)
 from skillsft.pipeline.envs import EnvSpec
 from skillsft.pipeline.errors import TooManyFailures, check_failure_rate
 from skillsft.pipeline.mistakes import EpisodeView, detect_mistakes
@@ -143,8 +149,17 @@ def build_context(
         step_numbers=tuple(_step_number(s.step_id, i) for i, s in enumerate(steps)),
         admissible_before=tuple(admissible),
         won_index=won,
-        ended_by_limit=outcome == "Failure" and steps[-1].done and recorded is None,
+        ended_by_limit=(outcome == "Failure" and steps[-1].done and recorded is None
+                        and not _is_terminal(steps[-1].action, spec)),
     )
+
+
+def _is_terminal(action: str | None, spec: EnvSpec) -> bool:
+    """Whether the action ends an episode by itself (a purchase, an answer): a failure that
+    ends with one is a wrong final choice, not a spent step budget."""
+    semantics = spec.action_semantics
+    matched = match_rule(action, semantics) if action and semantics else None
+    return matched is not None and matched[0].name in semantics.terminal_rules
 
 
 # ---------------------------------------------------------------------------------------------
