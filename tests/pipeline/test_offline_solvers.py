@@ -7,9 +7,10 @@ from pathlib import Path
 import pytest
 from skillsft.pipeline.causal import analyse, chain_backward
 from skillsft.pipeline.envs import get_env
-from skillsft.pipeline.memories import MemoryContext, solve_memory
+from skillsft.pipeline.memories import MemoryContext
 from skillsft.pipeline.parse import parse_rollouts
 from skillsft.pipeline.selection import SelectionOptions
+from skillsft.pipeline.teacher.offline.memory import solve_memory
 from skillsft.schemas.trajectory import Step, TrajectorySet
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "rollouts"
