@@ -26,6 +26,7 @@ class Situation:
     action: str
     held: str  # the object in hand before the action ("" when none)
     final: bool  # the episode's last step
+    target: str = ""  # the kind of object the goal is about ("tomato"), "" when unknown
 
 
 @dataclass(frozen=True)
@@ -39,10 +40,24 @@ def goal_words(goal: str) -> set[str]:
     return set(re.findall(r"[a-z]+", goal.lower()))
 
 
-def visible_goal_objects(situation: Situation) -> set[str]:
-    """Goal nouns the observation lists as objects (`a tomato 2`, `a cd 1`)."""
-    listed = re.findall(r"\ban? ([a-z]+) \d+", situation.observation.lower())
-    return set(listed) & goal_words(situation.goal)
+def goal_target(goal: str, actions: Sequence[str]) -> str:
+    """The goal's object: the kind of the first object taken that the goal names (so the
+    destination, also named by the goal, is not mistaken for it)."""
+    words = goal_words(goal)
+    for action in actions:
+        found = re.match(r"take (.+?) from ", action.strip(), re.I)
+        if found and type_of(found.group(1)).split()[-1] in words:
+            return type_of(found.group(1))
+    return ""
+
+
+def target_visible(situation: Situation) -> bool:
+    """Whether the observation lists the goal's object (`a tomato 2`)."""
+    if not situation.target:
+        return False
+    listed = re.findall(r"\ban? ([a-z]+(?: [a-z]+)?) \d+", situation.observation.lower())
+    return situation.target in {type_of(x) for x in listed} or any(
+        x.endswith(" " + situation.target) or x == situation.target for x in listed)
 
 
 def _holding_goal_object(situation: Situation) -> bool:
@@ -51,7 +66,7 @@ def _holding_goal_object(situation: Situation) -> bool:
 
 
 def _not_found_is_false(situation: Situation, _: re.Match[str]) -> bool:
-    return _holding_goal_object(situation) or bool(visible_goal_objects(situation))
+    return _holding_goal_object(situation) or (not situation.held and target_visible(situation))
 
 
 def _holding_is_false(situation: Situation, match: re.Match[str]) -> bool:
@@ -81,7 +96,7 @@ CLAIMS: tuple[Claim, ...] = (
         r"\b(have not|haven't|not yet) (found|seen)\b|\bnot found what I need\b", re.I),
         _not_found_is_false),
     Claim("holding", re.compile(
-        r"\bI am (?:holding|carrying) (?:the |a |an )?(?P<obj>[a-z]+)|\bwith the "
+        r"\bI am (?:holding|carrying) (?:the |a |an )(?P<obj>[a-z]+)|\bwith the "
         r"(?P<obj2>[a-z]+) in hand\b", re.I),
         _holding_is_false),
     Claim("closed", re.compile(r"\bthe (?P<thing>[a-z]+(?: \d+)?) is closed\b", re.I),
@@ -107,9 +122,11 @@ def find_contradictions(goal: str, turns: Sequence[tuple[str, str, str]],
     actions = [action for _, action, _ in turns]
     after = [obs for obs, _, _ in turns[1:]] + [""]
     held = held_before_each_step(actions, after, semantics)
+    target = goal_target(goal, actions)
     found = []
     for index, (observation, action, thought) in enumerate(turns):
-        situation = Situation(goal, observation, action, held[index], index == len(turns) - 1)
+        situation = Situation(goal, observation, action, held[index], index == len(turns) - 1,
+                              target)
         for claim in CLAIMS:
             for match in claim.pattern.finditer(thought):
                 if claim.is_false(situation, match):

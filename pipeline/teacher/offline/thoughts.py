@@ -35,6 +35,7 @@ class Moment:
     visited: frozenset[str]  # places gone to before this step
     earlier_queries: tuple[str, ...]
     earlier_observations: tuple[str, ...]
+    chosen: tuple[str, ...]  # options selected on the product page open now
     final: bool
     first: bool
 
@@ -77,11 +78,17 @@ def _opening(m: Moment) -> str:
     closed = re.search(r"\bthe ([a-z]+ \d+) is closed\b", low)
     if closed:
         return f"The {closed.group(1)} is closed."
-    if "buy now" in low:
-        return "The product page is open with its options."
+    segments = [part.strip() for part in obs.split("[SEP]")]
+    price = next((i for i, part in enumerate(segments) if part.startswith("Price:")), None)
+    if "buy now" in low and price:
+        title = " ".join(segments[price - 1].split()[:6])
+        return f"The page for '{title}' ({segments[price].removeprefix('Price: ')}) is open."
     asins = _ASIN.findall(obs)
     if asins:
-        return f"The results list {len(set(asins))} product(s)."
+        first = segments.index(asins[0]) + 1 if asins[0] in segments else 0
+        title = " ".join(segments[first].split()[:5]) if 0 < first < len(segments) else ""
+        lead = f", the first being '{title}'" if title else ""
+        return f"The results list {len(set(asins))} product(s){lead}."
     docs = _DOC.findall(obs)
     if docs:
         return f"The search returned {len(docs)} passage(s)."
@@ -195,6 +202,12 @@ def _option(m: Moment, found: re.Match[str]) -> str:
     return f"I select {option}, the option closest to what the request describes."
 
 
+def _buy(m: Moment, _: re.Match[str]) -> str:
+    if m.chosen:
+        return f"With {' and '.join(m.chosen)} selected, this product fits the request; I buy it."
+    return "This product fits the request as it is, with no option to set, so I buy it."
+
+
 def _search_qa(m: Moment, found: re.Match[str]) -> str:
     query = found.group("query")
     if not m.earlier_queries:
@@ -235,8 +248,7 @@ REASONS: tuple[tuple[re.Pattern[str], Reason], ...] = tuple(
         (r"look", lambda m, f: "I look around to see which places are left to check."),
         (r"inventory", lambda m, f: "I check what I am carrying before moving on."),
         (r"search\[(?P<query>.+)\]", _search_shop),
-        (r"click\[buy now\]", lambda m, f: "The options the request needs are set on this "
-                                           "product, so I buy it."),
+        (r"click\[buy now\]", _buy),
         (r"click\[< prev\]", lambda m, f: "I have what I needed from this page, so I go back."),
         (r"click\[next >\]", lambda m, f: "No product on this page fits the request well, so "
                                           "I look at the next page."),
@@ -284,6 +296,27 @@ def _goal_target(goal: str, actions: Sequence[str]) -> str:
     return ""
 
 
+def _chosen_options(actions: Sequence[str]) -> tuple[str, ...]:
+    """Options clicked since the last product was opened (WebShop-shaped clicks)."""
+    chosen: list[str] = []
+    for action in actions:
+        found = re.fullmatch(r"click\[(.+)\]", action.strip(), re.I)
+        if not found:
+            if action.startswith("search["):
+                chosen = []
+            continue
+        value = found.group(1)
+        if re.fullmatch(r"b0[0-9a-z]{8}", value, re.I):
+            chosen = []
+        elif value.lower() not in _NAVIGATION:
+            chosen.append(value)
+    return tuple(chosen)
+
+
+_NAVIGATION = frozenset({"buy now", "< prev", "next >", "back to search", "description",
+                         "features", "reviews", "attributes"})
+
+
 def solve_distill(context: dict[str, Any]) -> DistillAnswer:
     """Deterministic thoughts from the request's own data; the same context, the same answer.
 
@@ -310,6 +343,7 @@ def solve_distill(context: dict[str, Any]) -> DistillAnswer:
             target=target, visible_target=bool(target) and target in listed and not held[i],
             visited=visited, earlier_queries=queries,
             earlier_observations=tuple(h["observation"] for h in history[:i]),
+            chosen=_chosen_options(actions[:i]),
             final=i == last, first=i == 0)
         thoughts.append(StepThought(step_index=i, thought=thought(moment, skills[0] if skills
                                                                   else "")))
