@@ -135,6 +135,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--revision", default=None, help="with --repo-id: the branch to commit to")
     run.add_argument("--validation-fraction", type=float, default=0.0,
                      help="with --repo-id: share of trajectories held out as a validation split")
+    run.add_argument("--allow-offline", action="store_true",
+                     help="with --repo-id: upload even an offline-teacher (smoke-test) corpus")
     add_selection_flags(run)
     add_teacher_flags(run, per_stage_models=True)
     add_stage_flags(run)
@@ -173,6 +175,8 @@ def build_parser() -> argparse.ArgumentParser:
     publish.add_argument("--commit-message", default=None)
     publish.add_argument("--validation-fraction", type=float, default=0.0)
     publish.add_argument("--dry-run", action="store_true")
+    publish.add_argument("--allow-offline", action="store_true",
+                         help="upload even an offline-teacher (smoke-test) corpus")
 
     report = sub.add_parser("report", help="write report.json and report.md for a work dir")
     report.add_argument("--work-dir", required=True)

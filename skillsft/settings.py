@@ -138,6 +138,7 @@ def build_root_task(args: argparse.Namespace, environ: Mapping[str, str]) -> lui
             private=args.private,
             revision=args.revision or "",
             validation_fraction=args.validation_fraction,
+            allow_offline=args.allow_offline,
             **selection_params(args),
             **teacher_params(args, environ),
             **stage_params(args),

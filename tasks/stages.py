@@ -313,6 +313,7 @@ class RunEnv(SelectionParams, TeacherParams, MemoryParams, AggregateParams, Dist
     private = luigi.BoolParameter(default=False)
     revision = luigi.Parameter(default="")
     validation_fraction = luigi.FloatParameter(default=0.0)
+    allow_offline = luigi.BoolParameter(default=False)
 
     def requires(self) -> list[luigi.Task]:
         wanted: list[luigi.Task] = [self.clone(BuildReport)]
