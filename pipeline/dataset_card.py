@@ -131,6 +131,8 @@ def generation_settings(report: RunReport) -> str:
         lines += ["", f"Records per category: {shown}."]
     if d.skill_use is not None:
         u = d.skill_use
+        if u.selection:
+            lines += ["", f"Skills per record: {u.selection}."]
         lines += ["", f"Skill use: {u.share_naming_a_shown_skill:.1%} of thoughts name a shown "
                   f"skill; the experience block is {u.block_share_mean:.1%} of an instruction on "
                   f"average; {u.records_over_cutoff} record(s) exceed {u.cutoff_len} tokens."]

@@ -25,6 +25,14 @@ from typing import TYPE_CHECKING, Any
 
 from skillsft.pipeline.conversations import LayoutError, RenderOptions, TurnDraft
 from skillsft.pipeline.render import BlockOptions, render_block
+from skillsft.pipeline.skill_selection import (
+    LexicalScorer,
+    Scorer,
+    SkillSelection,
+    retrieved_block,
+    skill_text,
+    task_specific,
+)
 from skillsft.pipeline.teacher.base import (
     BatchStats,
     Teacher,
@@ -51,6 +59,7 @@ TrajectoryRecord = TrajectorySet | SearchTrajectorySet
 class DistillOptions:
     render: RenderOptions = field(default_factory=RenderOptions)
     block: BlockOptions = field(default_factory=BlockOptions)
+    skills: SkillSelection = field(default_factory=SkillSelection)  # which skills a block shows
     # Tokens a request may use for the steps it shows (instructions and the block come on top).
     context_budget_tokens: int = 6000
     window_overlap: int = 2  # earlier steps shown as context when a trajectory is split
@@ -233,13 +242,21 @@ def distill(
     bank: SkillBank,
     teacher: Teacher,
     options: DistillOptions | None = None,
+    scorer: Scorer | None = None,
 ) -> DistillResult:
-    """Turn processed trajectories into conversations, one per kept trajectory, in input order."""
+    """Turn processed trajectories into conversations, one per kept trajectory, in input order.
+
+    `scorer` ranks skills for `--skills retrieve` (default: the lexical scorer)."""
     options = options or DistillOptions()
     layout = spec.turn_layout()
     counts: Counter[str] = Counter()
     failures: list[Reject] = []
     blocks: dict[str, str] = {}
+    shown: dict[str, list[str]] = {}  # block key -> titles of the task-specific skills shown
+    retrieving = options.skills.mode == "retrieve"
+    scorer = scorer or LexicalScorer()
+    if retrieving:
+        scorer.prepare([r.task for r in records] + [skill_text(s) for s in task_specific(bank)])
     planned: list[Planned] = []
     requests: list[TeacherRequest[DistillAnswer]] = []
 
@@ -248,8 +265,16 @@ def distill(
 
     for record in records:
         category = spec.classify_task(record.task, getattr(record, "data_source", None))
-        if category not in blocks:
-            blocks[category] = render_block(bank, spec, category, options.block)
+        key = f"{category}\n{record.task}" if retrieving else category
+        if key not in blocks and retrieving:
+            blocks[key], chosen = retrieved_block(bank, spec, category, record.task,
+                                                  options.skills, scorer, options.block)
+            shown[key] = [s.title for s in chosen]
+            counts["records_without_retrieved_skills"] += not chosen
+            counts["retrieved_skills"] += len(chosen)
+        elif key not in blocks:
+            blocks[key] = render_block(bank, spec, category, options.block)
+            shown[key] = [s.title for s in bank.category_skills().get(category, [])]
             if not bank.category_skills().get(category):
                 counts["categories_without_skills"] += 1
         for number, steps in enumerate(record.trajectories):
@@ -261,7 +286,7 @@ def distill(
             counts["trajectories_attempted"] += 1
             try:
                 drafts = layout.build_turns(
-                    record.task, blocks[category], steps, trajectory_id, options.render, counts
+                    record.task, blocks[key], steps, trajectory_id, options.render, counts
                 )
             except LayoutError as exc:
                 counts["trajectories_failed"] += 1
@@ -273,10 +298,9 @@ def distill(
                 counts["failed_no_turns"] += 1
                 reject("no_turns", f"{trajectory_id}: the trajectory has no action to learn from")
                 continue
-            titles = [s.title for s in bank.category_skills().get(category, [])]
             batch = plan_requests(
-                trajectory_id, record.task, blocks[category], drafts, options,
-                spec.action_semantics, titles,
+                trajectory_id, record.task, blocks[key], drafts, options,
+                spec.action_semantics, shown[key],
             )
             counts["requests"] += len(batch)
             counts["windowed_trajectories"] += len(batch) > 1
@@ -286,7 +310,7 @@ def distill(
                     record,
                     trajectory_id,
                     category,
-                    blocks[category],
+                    blocks[key],
                     drafts,
                     tuple(r.request_id for r in batch),
                 )

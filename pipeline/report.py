@@ -32,6 +32,7 @@ from pydantic import ValidationError
 from skillsft.pipeline.corpus_metrics import DEFAULT_CUTOFF_LEN, instruction_lengths, skill_use
 from skillsft.pipeline.envs import EnvSpec, get_env
 from skillsft.pipeline.render import BLOCK_TITLE
+from skillsft.pipeline.skill_selection import SkillSelection
 from skillsft.pipeline.teacher.pricing import PRICES_AS_OF
 from skillsft.schemas.base import OpenModel
 from skillsft.schemas.conversation import AlpacaRecord
@@ -394,8 +395,8 @@ def consistency_checks(
 # -- the report -------------------------------------------------------------------------------
 
 
-def skill_use_report(work_dir: Path, instructions: Sequence[str],
-                     cutoff_len: int) -> SkillUseReport | None:
+def skill_use_report(work_dir: Path, instructions: Sequence[str], cutoff_len: int,
+                     selection: str = "") -> SkillUseReport | None:
     """Skill use from the distilled conversations, lengths from the corpus; None without
     conversations (an unreadable file is a warning, not a crash)."""
     path = work_dir / DISTILLED_FILE
@@ -409,12 +410,18 @@ def skill_use_report(work_dir: Path, instructions: Sequence[str],
     use = skill_use([c for c in conversations if isinstance(c, dict)])
     lengths = instruction_lengths(instructions, cutoff_len)
     return SkillUseReport(
-        thoughts=use.thoughts, thoughts_with_skills_shown=use.with_block,
+        selection=selection, thoughts=use.thoughts, thoughts_with_skills_shown=use.with_block,
         share_naming_a_shown_skill=use.share(use.by_title),
         share_overlapping_a_shown_skill=use.share(use.by_overlap),
         block_share_mean=lengths.block_share_mean, block_share_max=lengths.block_share_max,
         cutoff_len=cutoff_len, instruction_tokens_max=lengths.tokens_max,
         records_over_cutoff=lengths.over_cutoff)
+
+
+def selection_of(details: Sequence[StageDetail]) -> str:
+    """How the distill stage chose each record's skills, from its manifest parameters."""
+    params = next((d.params for d in details if d.stage == "distill"), None)
+    return "" if params is None else SkillSelection.from_params(params).describe()
 
 
 def build_report(work_dir: str | Path, env: str,
@@ -459,7 +466,8 @@ def build_report(work_dir: str | Path, env: str,
         checks=consistency_checks(work_dir, env, len(corpus.items), stages, provenance, rows),
         warnings=warnings,
         smoke_test=offline,
-        skill_use=skill_use_report(work_dir, [r.instruction for r in corpus.items], cutoff_len),
+        skill_use=skill_use_report(work_dir, [r.instruction for r in corpus.items], cutoff_len,
+                                   selection_of(stage_details)),
     )
     return RunReport(
         env=env,
@@ -578,6 +586,7 @@ def render_report_md(report: RunReport) -> str:
         u = d.skill_use
         out += ["## Skills in the corpus", ""]
         out.append(table(["measure", "value"], (
+            ("skills per record", u.selection or "unknown (no distill manifest)"),
             ("thoughts (with skills shown)", f"{u.thoughts} ({u.thoughts_with_skills_shown})"),
             ("thoughts naming a shown skill's title", f"{u.share_naming_a_shown_skill:.1%}"),
             ("thoughts sharing >= 3 content words with a shown skill",

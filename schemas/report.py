@@ -113,6 +113,7 @@ SMOKE_TEST_NOTE = (
 class SkillUseReport(StrictModel):
     """How the corpus uses its skills (pipeline/corpus_metrics.py says how each is measured)."""
 
+    selection: str = ""  # which skills a record shows (--skills and its parameters)
     thoughts: int = 0
     thoughts_with_skills_shown: int = 0
     share_naming_a_shown_skill: float = 0.0  # the thought contains a shown skill's title

@@ -104,6 +104,24 @@ STAGE_FLAGS: tuple[tuple[tuple[str, ...], str, dict[str, object]], ...] = (
      {"type": count_range, "default": "5-6", "help": "skills per category the bank ends with"}),
     (("aggregate",), "--common-mistakes",
      {"type": count_range, "default": "5", "help": "common mistakes the bank ends with"}),
+    (("distill",), "--skills",
+     {"choices": ["category", "retrieve"], "default": "category",
+      "help": "skills per record: the task category's (default) or retrieved per task"}),
+    (("distill",), "--top-k-skills",
+     {"type": positive_int, "default": 6, "help": "with --skills retrieve: task-specific "
+      "skills per record (default 6)"}),
+    (("distill",), "--skill-threshold",
+     {"type": float, "default": 0.4, "help": "with --skills retrieve: least similarity a "
+      "skill needs (default 0.4)"}),
+    (("distill",), "--max-block-chars",
+     {"type": positive_int, "default": 6000, "help": "with --skills retrieve: cap on the "
+      "retrieved-experience block (default 6000)"}),
+    (("distill",), "--embedding-model",
+     {"default": "", "help": "with --skills retrieve: rank skills by this /v1/embeddings "
+      "model (default: a lexical scorer, no network)"}),
+    (("report",), "--cutoff-len",
+     {"type": positive_int, "default": 8192, "help": "training cutoff the report checks "
+      "instruction lengths against (tokens, default 8192)"}),
     (("distill", "flatten"), "--history",
      {"type": positive_int, "default": 5, "help": "(observation, action) pairs per turn"}),
     (("distill",), "--seed", {"type": int, "default": 0, "help": "seed of the done turn"}),
@@ -180,6 +198,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     report = sub.add_parser("report", help="write report.json and report.md for a work dir")
     report.add_argument("--work-dir", required=True)
+    add_stage_flags(report, "report")
     return parser
 
 

@@ -112,6 +112,12 @@ def stage_params(args: argparse.Namespace) -> dict[str, object]:
         "category_skills": getattr(args, "category_skills", None),
         "common_mistakes": getattr(args, "common_mistakes", None),
         "history": getattr(args, "history", None),
+        "skills": getattr(args, "skills", None),
+        "top_k_skills": getattr(args, "top_k_skills", None),
+        "skill_threshold": getattr(args, "skill_threshold", None),
+        "max_block_chars": getattr(args, "max_block_chars", None),
+        "embedding_model": getattr(args, "embedding_model", None),
+        "cutoff_len": getattr(args, "cutoff_len", None),
         "seed": getattr(args, "seed", None),
         "keep_information": (None if not hasattr(args, "actions_only_history")
                              else not args.actions_only_history),
@@ -179,6 +185,6 @@ def build_root_task(args: argparse.Namespace, environ: Mapping[str, str]) -> lui
     if command == "report":
         from skillsft.tasks.report import report_command
 
-        report_command(Path(args.work_dir))
+        report_command(Path(args.work_dir), args.cutoff_len)
         raise CommandDone(0)
     raise UsageError(f"unknown command {command}")

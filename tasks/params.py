@@ -12,6 +12,8 @@ import luigi
 SELECTION = ("min_trajs_per_env", "n_trajs_per_env", "n_success_envs", "n_fail_envs",
              "include_mixed", "failure_ratio", "source_ranges")
 RENDERING = ("history", "seed", "keep_information")
+SKILL_SELECTION = ("skills", "top_k_skills", "skill_threshold", "max_block_chars",
+                   "embedding_model")
 
 
 class EnvParams:
@@ -63,5 +65,14 @@ class AggregateParams:
 
 class DistillParams:
     history = luigi.IntParameter(default=5)
+    # Which skills a record's block shows (pipeline/skill_selection.py); in the fingerprint only
+    # when not the default, so a default run keeps the fingerprints of earlier runs.
+    skills = luigi.ChoiceParameter(choices=["category", "retrieve"], var_type=str,
+                                   default="category")
+    top_k_skills = luigi.IntParameter(default=6)
+    skill_threshold = luigi.FloatParameter(default=0.4)
+    max_block_chars = luigi.IntParameter(default=6000)
+    embedding_model = luigi.Parameter(default="")
+    cutoff_len = luigi.IntParameter(default=8192)  # the report's instruction-length check
     seed = luigi.IntParameter(default=0)
     keep_information = luigi.BoolParameter(default=True)

@@ -19,6 +19,7 @@ from skillsft.tasks.base import StageOutput, StageTask, hash_file, signature_of_
 from skillsft.tasks.params import (
     RENDERING,
     SELECTION,
+    SKILL_SELECTION,
     AggregateParams,
     DistillParams,
     MemoryParams,
@@ -202,6 +203,34 @@ class Distill(FromInputs, SelectionParams, TeacherParams, MemoryParams, Aggregat
 
         return {"prompt/distill": PROMPT_VERSION}
 
+    def fingerprinted_params(self) -> dict[str, Any]:
+        params = super().fingerprinted_params()
+        if self.skills != "category":
+            chosen = self.to_str_params(only_significant=True)
+            params.update({k: chosen[k] for k in SKILL_SELECTION if k in chosen})
+        return dict(sorted(params.items()))
+
+    def skill_selection(self) -> Any:
+        from skillsft.pipeline.skill_selection import SkillSelection
+
+        return SkillSelection(mode=self.skills, top_k=self.top_k_skills,
+                              threshold=self.skill_threshold,
+                              max_block_chars=self.max_block_chars,
+                              embedding_model=self.embedding_model)
+
+    def scorer(self) -> Any:
+        """Embeddings when --embedding-model is given (journaled in the work dir), else
+        lexical."""
+        from skillsft.pipeline.skill_selection import EmbeddingScorer, LexicalScorer
+        from skillsft.pipeline.teacher.embeddings import EmbeddingClient
+        from skillsft.pipeline.teacher.settings import TeacherSettings
+
+        if self.skills != "retrieve" or not self.embedding_model:
+            return LexicalScorer()
+        settings = TeacherSettings.resolve(teacher="openai", base_url=self.base_url or None)
+        return EmbeddingScorer(EmbeddingClient(settings, self.embedding_model,
+                                               Path(self.work_dir) / "journal"))
+
     def compute(self) -> StageOutput:
         from skillsft.pipeline.conversations import RenderOptions
         from skillsft.pipeline.distill import DistillOptions, distill
@@ -216,8 +245,9 @@ class Distill(FromInputs, SelectionParams, TeacherParams, MemoryParams, Aggregat
             render=RenderOptions(history=self.history, seed=self.seed,
                                  search_information=self.keep_information),
             input_name=str(inputs[0]),
+            skills=self.skill_selection(),
         )
-        result = distill(loaded.records, spec, bank, teacher, options)
+        result = distill(loaded.records, spec, bank, teacher, options, self.scorer())
         rejects = loaded.rejects + result.failures
         attempted = result.counts.get("trajectories_attempted", 0) + len(loaded.rejects)
         check_failure_rate(len(rejects), attempted, self.max_failure_rate,
@@ -287,7 +317,7 @@ class BuildReport(Flatten):
 
     stage = "report"
     output_name = "report.json"  # type: ignore[assignment]
-    shaping_params = ()
+    shaping_params = ("cutoff_len",)
 
     def requires(self) -> list[luigi.Task]:
         return [self.clone(Flatten)]
@@ -295,7 +325,7 @@ class BuildReport(Flatten):
     def compute(self) -> StageOutput:
         from skillsft.pipeline.report import build_report, render_report_md
 
-        report = build_report(Path(self.work_dir), self.env)
+        report = build_report(Path(self.work_dir), self.env, self.cutoff_len)
         return StageOutput(
             payload=jsonio.dumps(report),
             side_files={"report.md": render_report_md(report).encode()},
