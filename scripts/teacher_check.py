@@ -9,6 +9,7 @@ and the share of thoughts applying a shown skill (pipeline/corpus_metrics.py say
 """
 
 import json
+import re
 import sys
 from collections import Counter
 from pathlib import Path
@@ -29,6 +30,7 @@ def check(work_dir: Path, env: str) -> dict[str, object]:
     bank = json.loads((work_dir / "skill_bank.json").read_text())
     corpus = json.loads((work_dir / f"{env}_sft_data.json").read_text())
     thoughts: list[str] = []
+    situations: set[tuple[str, str, str]] = set()
     contradictions = []
     for conversation in conversations:
         info = conversation["extra_info"]
@@ -39,6 +41,7 @@ def check(work_dir: Path, env: str) -> dict[str, object]:
         drafts = spec.turn_layout().build_turns(record.task, "", record.trajectories[number],
                                                 info["trajectory_id"], RenderOptions(), Counter())
         turns = [(d.observation, d.action, t) for d, t in zip(drafts, said, strict=True)]
+        situations.update((record.task, d.observation, d.action) for d in drafts)
         contradictions += [(info["trajectory_id"], c) for c in
                            find_contradictions(record.task, turns, spec.action_semantics)]
     per_category = bank.get(spec.bank_category_key) or {}
@@ -49,6 +52,12 @@ def check(work_dir: Path, env: str) -> dict[str, object]:
         "env": env,
         "turns": len(thoughts),
         "distinct_thoughts": len(set(thoughts)),
+        # (goal, observation, action) seen: the most distinct thoughts a situation-bound
+        # teacher can write (repeated situations across trajectories read alike).
+        "distinct_situations": len(situations),
+        # The reason a thought ends with, without any quoted observation before it: how many
+        # different reasons the teacher gives, not how many observations it copied.
+        "distinct_reasons": len({re.split(r"(?<=[.!?…])\s+", t.strip())[-1] for t in thoughts}),
         "contradictions": len(contradictions),
         "contradiction_examples": [f"{tid} step {c.step} [{c.claim}]: {c.thought}"
                                    for tid, c in contradictions[:3]],
