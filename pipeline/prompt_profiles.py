@@ -31,9 +31,9 @@ class CountRange:
     @classmethod
     def parse(cls, text: str) -> "CountRange":
         """`5-7` or `5`; ValueError names the expected form."""
-        low, _, high = str(text).strip().partition("-")
+        low, dash, high = str(text).strip().partition("-")
         try:
-            return cls(int(low), int(high or low))
+            return cls(int(low), int(high if dash else low))
         except ValueError:
             raise ValueError(f"expected a count N or a range N-M, got {text!r}") from None
 
