@@ -74,6 +74,10 @@ class PromptProfile:
     example_pattern: str
     # What the per-category skills of the bank are about, for the aggregation prompt.
     category_noun: str = "task category"
+    # The offline teacher's descriptions in this form. Fields: {category} (the id), {label}
+    # (its words), {goal} (abstracted), {constraints} (kinds only), {summary}, {cause}.
+    offline_success: str = "Task classified as '{category}' to {goal}. Solved by {summary}."
+    offline_failure: str = "Task classified as '{category}' to {goal}. Unsolved due to {cause}."
 
 
 def _words(mapping: dict[str, str]) -> Mapping[str, str]:
@@ -130,6 +134,9 @@ ALFWORLD_PROMPTS = PromptProfile(
         "to [Target_Location] -> Heat [Object_1] -> Navigate to [Target_Location] -> Place "
         "[Object_1]"
     ),
+    offline_success="AlfWorld task classified as '{category}' to {goal}. Solved by {summary}.",
+    offline_failure=("AlfWorld task classified as '{category}' to {goal}. Unsolved due to "
+                     "{cause}."),
 )
 
 WEBSHOP_PROMPTS = PromptProfile(
@@ -172,6 +179,10 @@ WEBSHOP_PROMPTS = PromptProfile(
         "required options and buying."
     ),
     example_pattern="Search -> Select -> Filter -> Verify -> Buy",
+    offline_success=("WebShop task to buy {label} with {constraints} constraints. Solved by "
+                     "{summary}."),
+    offline_failure=("WebShop task to buy {label} with {constraints} constraints. Unsolved due "
+                     "to {cause}."),
 )
 
 SEARCH_PROMPTS = PromptProfile(
@@ -212,6 +223,9 @@ SEARCH_PROMPTS = PromptProfile(
         "Decompose Question -> Search [Entity] -> Search [Attribute] of [Entity] -> Synthesize"
     ),
     category_noun="query type",
+    offline_success=("A {label} question. The agent's plan: {summary}; it answered correctly "
+                     "because a retrieved passage stated the answer."),
+    offline_failure="A {label} question. The agent failed, due to {cause}.",
 )
 
 # `[Object_1]`, `[Price_Constraint]`, `[[Size_Constraint]]` (inside a WebShop click): a capital

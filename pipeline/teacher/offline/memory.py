@@ -5,13 +5,42 @@ Backward causal chaining (pipeline/causal.py) gives the refined trajectory, plac
 all three read the environment's `ActionSemantics` tables, never its name.
 """
 
+import re
 from collections.abc import Sequence
 
 from skillsft.pipeline.causal import AnalysedStep, analyse, chain_backward, goal_step_index
 from skillsft.pipeline.memories import MemoryContext
 from skillsft.pipeline.mistakes import EpisodeView, detect_mistakes
-from skillsft.pipeline.placeholders import Abstractor, planning_pattern, register_values
+from skillsft.pipeline.placeholders import (
+    Abstractor,
+    goal_constraints,
+    planning_pattern,
+    register_values,
+)
 from skillsft.schemas.memory_answers import MemoryAnswer, MistakeAnswer, RefinedStepAnswer
+
+
+def _constraint_kinds(ctx: MemoryContext) -> str:
+    """`size, color and price`: the kinds of constraint the goal sets, never their values."""
+    semantics = ctx.spec.action_semantics
+    kinds = [p.strip("[]").replace("_", " ").lower()
+             for p in dict.fromkeys(goal_constraints(ctx.goal, semantics).values())] if (
+        semantics) else []
+    if re.search(r"\bprice\b", ctx.goal, re.I) and "price" not in kinds:
+        kinds.append("price")
+    if not kinds:
+        return "no stated"
+    return kinds[0] if len(kinds) == 1 else ", ".join(kinds[:-1]) + " and " + kinds[-1]
+
+
+def _describe(ctx: MemoryContext, abstractor: Abstractor, form: str, **fields: str) -> str:
+    """The description in the environment's form (its PromptProfile), filled from the data."""
+    profile = ctx.spec.prompts
+    template = getattr(profile, form) if profile else "{goal}: {summary}{cause}."
+    values = {"category": ctx.category, "label": ctx.spec.label(ctx.category).lower(),
+              "goal": abstractor.action(ctx.goal), "constraints": _constraint_kinds(ctx),
+              "summary": "", "cause": "", **fields}
+    return template.format(**values).replace("..", ".")
 
 
 def _first_sentences(text: str, limit: int = 160) -> str:
@@ -66,11 +95,7 @@ def _solve_success(ctx: MemoryContext, analysed: list[AnalysedStep]) -> MemoryAn
     phrases = [p[:1].lower() + p[1:] for p in pattern.split(" -> ")] if pattern else []
     summary = ", then ".join(phrases) or "following the goal"
     return MemoryAnswer(
-        contextual_description=(
-            f"{ctx.spec.memory_environment_tag} task classified as '{ctx.category}' to "
-            f"{abstractor.action(ctx.goal)}. Solved in {len(kept)} necessary step(s) of "
-            f"{sum(1 for s in analysed if s.action)} by: {summary}."
-        ),
+        contextual_description=_describe(ctx, abstractor, "offline_success", summary=summary),
         refined_trajectory=_refined_steps(ctx, analysed, kept, abstractor),
         planning_pattern=pattern or None,
     )
@@ -85,12 +110,10 @@ def _solve_failure(ctx: MemoryContext, analysed: list[AnalysedStep]) -> MemoryAn
     view = EpisodeView(analysed, ctx.admissible_before, ctx.ended_by_limit, ctx.goal, semantics,
                        abstractor)
     mistakes = [MistakeAnswer(trigger_condition=t, bad_action=b) for t, b in detect_mistakes(view)]
+    cause = mistakes[0].bad_action
     return MemoryAnswer(
-        contextual_description=(
-            f"{ctx.spec.memory_environment_tag} task classified as '{ctx.category}' to "
-            f"{abstractor.action(ctx.goal)}. Unsolved: {mistakes[0].bad_action[0].lower()}"
-            f"{mistakes[0].bad_action[1:]}."
-        ),
+        contextual_description=_describe(ctx, abstractor, "offline_failure",
+                                         cause=cause[:1].lower() + cause[1:]),
         mistakes_to_avoid=mistakes,
     )
 
