@@ -332,3 +332,8 @@ def test_an_offline_teacher_corpus_is_refused_without_allow_offline(
     assert not hub.commits
     publish(work_dir, "alfworld", REPO, PublishOptions(**FAST), api=api)
     assert len(hub.commits) == 1
+
+
+def test_the_card_labels_an_offline_corpus(work_dir: Path) -> None:
+    export = export_local(work_dir, "alfworld", PublishOptions())
+    assert "Smoke-test corpus" in (export.root / "README.md").read_text()

@@ -56,6 +56,11 @@ def test_retrieve_with_embeddings_over_http_resumes_from_the_journal(
     report = json.loads((work / "report.json").read_text())
     assert "embeddings (test-embed)" in report["details"]["skill_use"]["selection"]
     assert "top 2 task-specific skills" in (work / "report.md").read_text()
+    dry = subprocess.run([sys.executable, "-m", "skillsft", "publish", "--work-dir", str(work),
+                          "--dry-run"], cwd=REPO_ROOT, capture_output=True, text=True)
+    assert dry.returncode == 0, dry.stderr[-2000:]
+    card = (work / "hub" / "README.md").read_text()
+    assert "Skills per record: retrieve" in card and "Smoke-test corpus" in card
     # Forcing distillation again asks the endpoint for nothing: every vector is journaled.
     first = distill_manifest(work)["written_at"]
     run(work, *flags, "--force", "distill", base_url=server.base_url)
