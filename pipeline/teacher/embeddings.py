@@ -10,6 +10,7 @@ import hashlib
 import logging
 from collections.abc import Sequence
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
 import orjson
 from openai import OpenAI, OpenAIError
@@ -41,6 +42,10 @@ class EmbeddingClient:
                 "flag out to use the lexical scorer")
         self.model = model
         self.endpoint = settings.endpoint()
+        # What messages may name: the URL without user info, query or fragment.
+        parts = urlsplit(self.endpoint)
+        self.shown_endpoint = urlunsplit((parts.scheme, parts.netloc.rpartition("@")[2],
+                                          parts.path, "", ""))
         self.journal = Journal(Path(journal_dir) / f"{EMBEDDINGS_STAGE}.jsonl")
         self.client = OpenAI(api_key=settings.api_key.get_secret_value(), base_url=self.endpoint,
                              timeout=settings.timeout, max_retries=settings.max_retries)
@@ -61,12 +66,12 @@ class EmbeddingClient:
                 response = self.client.embeddings.create(model=self.model, input=batch)
             except OpenAIError as exc:
                 raise EmbeddingError(
-                    f"embeddings from {self.endpoint} (model {self.model}) failed: "
+                    f"embeddings from {self.shown_endpoint} (model {self.model}) failed: "
                     f"{type(exc).__name__}; re-run to retry (vectors already received are "
                     "kept in the journal)") from None
             vectors = sorted(response.data, key=lambda item: item.index)
             if len(vectors) != len(batch):
-                raise EmbeddingError(f"{self.endpoint} returned {len(vectors)} vectors for "
+                raise EmbeddingError(f"{self.shown_endpoint} returned {len(vectors)} vectors for "
                                      f"{len(batch)} texts (model {self.model})")
             for text, item in zip(batch, vectors, strict=True):
                 self.journal.append(JournalRecord(

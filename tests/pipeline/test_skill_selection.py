@@ -156,3 +156,17 @@ def test_block_share_and_cutoff_on_hand_made_instructions() -> None:
     both = instruction_lengths([instruction, "y" * 400], cutoff_len=50)
     assert both.over_cutoff == 1 and both.tokens_max == 100 and both.block_share_max == (
         lengths.block_share_mean)
+
+
+def test_an_embeddings_failure_names_the_endpoint_without_its_secret(tmp_path: Path) -> None:
+    from skillsft.pipeline.teacher.embeddings import EmbeddingError
+
+    settings = TeacherSettings.resolve({}, teacher="openai", api_key=TEST_API_KEY,
+                                       base_url="http://user:hunter2@127.0.0.1:9/v1?token=abc",
+                                       timeout=1.0, max_retries=0, show_progress=False)
+    client = EmbeddingClient(settings, "test-embed", tmp_path / "journal")
+    with pytest.raises(EmbeddingError) as raised:
+        client.embed(["a task"])
+    message = str(raised.value)
+    assert "127.0.0.1:9/v1" in message and "re-run" in message
+    assert "hunter2" not in message and "abc" not in message and TEST_API_KEY not in message
