@@ -67,6 +67,11 @@ class ActionSemantics:
     fact_phrases: Mapping[str, str] = field(default_factory=_frozen)
     # Fact kinds whose absence before a failed goal step is itself a mistake (Search evidence).
     evidence_kinds: frozenset[str] = frozenset()
+    # Rules whose action ends the episode by itself (a purchase, an answer): a failed episode
+    # ending with one is a wrong final choice, never a spent step budget.
+    terminal_rules: frozenset[str] = frozenset()
+    # The mistake such a wrong final choice is recorded as: (trigger_condition, bad_action).
+    wrong_final_choice: tuple[str, str] = ("", "")
 
 
 def _rx(pattern: str) -> re.Pattern[str]:
@@ -100,8 +105,9 @@ ALFWORLD_SEMANTICS = ActionSemantics(
         ActionRule("slice", _rx(r"^slice (?P<obj>.+?) with (?P<tool>.+)$"),
                    needs=("at:{here}", "holding:{tool}"), provides=("sliced:{obj}",),
                    phrase="Slice {obj} with {tool}", roles=_frozen({"tool": "Tool"})),
-        ActionRule("use", _rx(r"^use (?P<tool>.+)$"), needs=("at:{here}", "holding:{held}"),
-                   provides=("lit:{held}",), phrase="Use {tool} while holding {held}",
+        # A lamp stays on: switched on before the pick-up, it still lights the object later.
+        ActionRule("use", _rx(r"^use (?P<tool>.+)$"), needs=("at:{here}",),
+                   provides=("light:on", "lit:{held}"), phrase="Use {tool}",
                    roles=_frozen({"tool": "Light_Source"})),
     ),
     no_effect_observations=frozenset({"Nothing happens."}),
@@ -110,6 +116,9 @@ ALFWORLD_SEMANTICS = ActionSemantics(
         GoalRequirement(_rx(r"\b(hot|heat)\b"), "hot:{obj}"),
         GoalRequirement(_rx(r"\b(cool|cold)\b"), "cold:{obj}"),
         GoalRequirement(_rx(r"\btwo\b"), "in:{obj_type}:{loc}"),
+        # Light tasks: the lamp on, and the object in hand where the lamp is.
+        GoalRequirement(_rx(r"\b(under|with) the \w*lamp\b"), "light:on"),
+        GoalRequirement(_rx(r"\b(under|with) the \w*lamp\b"), "holding:{held}"),
     ),
     roles=_frozen({"obj": "Object", "held": "Object", "loc": "Location", "here": "Location",
                    "tool": "Appliance"}),
@@ -118,6 +127,7 @@ ALFWORLD_SEMANTICS = ActionSemantics(
         "at": "being at {0}", "holding": "holding {0}", "open": "{0} being open",
         "in": "a {0} already in {1}", "clean": "{0} being clean", "hot": "{0} being hot",
         "cold": "{0} being cool", "sliced": "{0} being sliced", "lit": "{0} under the light",
+        "light": "the lamp being switched on",
     }),
 )
 
@@ -150,19 +160,34 @@ WEBSHOP_SEMANTICS = ActionSemantics(
     fact_phrases=_frozen({
         "page": "the {0} page being open", "option": "option '{0}' being selected",
     }),
+    terminal_rules=frozenset({"buy"}),
+    wrong_final_choice=(
+        "A product page is open but not every requirement of the task (item type, size, "
+        "colour, price) has been checked against it",
+        "Buying a product whose attributes or selected options do not match every requirement "
+        "of the task"),
 )
 
 SEARCH_SEMANTICS = ActionSemantics(
     rules=(
+        # A query naming an entity an earlier result revealed (the bridge of a multi-hop
+        # question) depends on that result.
         ActionRule("search", _rx(r"^<search>\s*(?P<query>.+?)\s*</search>$"),
-                   phrase="Search for {query}"),
+                   needs=("bridge:{query}",), phrase="Search {query}"),
         ActionRule("answer", _rx(r"^<answer>\s*(?P<answer>.+?)\s*</answer>$"),
-                   needs=("seen:{answer}",), phrase="Answer with {answer}"),
+                   needs=("seen:{answer}",), phrase="Synthesize {answer}"),
     ),
-    roles=_frozen({"query": "Query", "answer": "Answer"}),
+    # Each kept query is its own hop: [Entity_1], [Entity_2], ... (numbered like objects).
+    roles=_frozen({"query": "Entity", "answer": "Answer"}),
     target_field="answer",
     target_role="Answer",
     free_text_actions=_rx(r"^<(search|answer)>"),
-    fact_phrases=_frozen({"seen": "retrieved evidence mentioning '{0}'"}),
+    fact_phrases=_frozen({"seen": "retrieved evidence mentioning '{0}'",
+                          "bridge": "an earlier result naming what '{0}' asks about"}),
     evidence_kinds=frozenset({"seen"}),
+    terminal_rules=frozenset({"answer"}),
+    wrong_final_choice=(
+        "The retrieved passages do not clearly support one candidate answer",
+        "Committing to an answer that the retrieved evidence does not support instead of "
+        "searching again with a more specific query"),
 )

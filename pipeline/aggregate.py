@@ -14,7 +14,6 @@ memories gets an empty list and no call.
 """
 
 import math
-import re
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -22,22 +21,23 @@ from typing import Any
 
 import orjson
 
+from skillsft.pipeline.bank_checks import check_bank
 from skillsft.pipeline.envs import EnvSpec
 from skillsft.pipeline.errors import SkillsftError
+from skillsft.pipeline.prompt_profiles import BankShape, CountRange, PromptProfile
 from skillsft.pipeline.teacher.base import (
     BatchStats,
     Teacher,
     TeacherRequest,
-    register_offline_solver,
 )
 from skillsft.schemas.memory import Memory
-from skillsft.schemas.memory_answers import MistakeDraft, MistakesAnswer, SkillDraft, SkillsAnswer
+from skillsft.schemas.memory_answers import MistakesAnswer, SkillsAnswer
 from skillsft.schemas.skill_bank import CommonMistake, Skill, SkillBank
 
 SKILLS_KIND = "aggregate_skills"
 MISTAKES_KIND = "aggregate_mistakes"
 # Bump when the prompt text below changes: the version is part of every journal key.
-PROMPT_VERSIONS = {SKILLS_KIND: "aggregate-skills-v1", MISTAKES_KIND: "aggregate-mistakes-v1"}
+PROMPT_VERSIONS = {SKILLS_KIND: "aggregate-skills-v2", MISTAKES_KIND: "aggregate-mistakes-v2"}
 STAGE = "aggregate"
 
 
@@ -57,6 +57,7 @@ class AggregateOptions:
     batch_size: int = 40  # K: the most items one prompt holds, at every level
     max_outputs_per_call: int = 10  # skills or mistakes one answer may keep
     max_prompt_chars: int = 24_000  # every rendered prompt stays under this
+    shape: BankShape | None = None  # the bank's section sizes; None: the environment's default
 
     @property
     def fan_in(self) -> int:
@@ -74,6 +75,8 @@ class Track:
     kind: str
     scope: str  # what the items are about, for the prompt
     items: tuple[dict[str, Any], ...]
+    count: CountRange = CountRange(5, 5)  # how many entries the section should end with
+    rule: str = ""  # what sets this section apart, for the prompt
 
 
 @dataclass(frozen=True)
@@ -84,6 +87,7 @@ class AggregateContext:
     level: int
     items: tuple[dict[str, Any], ...]
     max_outputs: int
+    placeholder_words: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -109,27 +113,41 @@ def planned_calls(n_items: int, options: AggregateOptions) -> int:
 # Prompts
 
 _SKILLS_SYSTEM = """\
-You distil reusable skills for an LLM agent from experience. You receive numbered items, \
-each either a solved task's planning pattern (`goal`, `pattern`), a failed task's mistake \
-(`goal`, `avoid`, `when`), or an already distilled skill (`title`, `principle`, \
-`when_to_apply`, `support`). Merge duplicates and near-duplicates, generalise over concrete \
-objects and values (keep placeholders like [Object_1]), and keep at most {max_outputs} skills, \
-the best supported first. Answer with one JSON object and nothing else:
+You distil reusable skills for an LLM agent from experience in {environment}. You receive \
+numbered items, each either a solved task's planning pattern (`goal`, `pattern`) or an already \
+distilled skill (`title`, `principle`, `when_to_apply`, `support`).
+{scope_rule}
+Merge duplicates and near-duplicates and generalise over concrete objects, places and values. \
+Write every skill in natural English: no bracketed placeholders such as [Object_1], no \
+instance names ('mug 1'), no concrete values, answers or product titles. Placeholders in the \
+items read as: {placeholder_words}.
+Each skill has a `title` in Title Case of three to five words, a `principle` of one or two \
+sentences giving the actionable insight, and a `when_to_apply` of one sentence naming the \
+situation that calls for it; each skill must make sense on its own.
+{count_rule}
+Answer with one JSON object and nothing else:
 {{"skills": [{{"title": str, "principle": str, "when_to_apply": str, "support": int}}]}}
 `support` is how many input items a skill covers (add up the supports of merged skills)."""
 
 _MISTAKES_SYSTEM = """\
-You distil the common mistakes of an LLM agent from failed episodes. You receive numbered \
-items, each either a mistake (`trigger_condition`, `bad_action`) or an already distilled \
-mistake (`description`, `why_it_happens`, `how_to_avoid`, `support`). Merge duplicates and \
-near-duplicates, generalise over concrete objects and values, and keep at most {max_outputs}, \
-the most frequent first. Answer with one JSON object and nothing else:
+You distil the common mistakes of an LLM agent in {environment} from failed episodes. You \
+receive numbered items, each either a mistake (`trigger_condition`, `bad_action`) or an \
+already distilled mistake (`description`, `why_it_happens`, `how_to_avoid`, `support`).
+{scope_rule}
+Merge duplicates and near-duplicates and generalise them. Write in natural English: no \
+bracketed placeholders such as [Location], no instance names, never a quoted answer or value. \
+Placeholders in the items read as: {placeholder_words}.
+Each mistake has a `description` of one sentence, a `why_it_happens` of one sentence and a \
+`how_to_avoid` of one or two sentences.
+{count_rule}
+Answer with one JSON object and nothing else:
 {{"mistakes": [{{"description": str, "why_it_happens": str, "how_to_avoid": str, \
 "support": int}}]}}
 `support` is how many input items a mistake covers (add up the supports of merged ones)."""
 
 _USER = "Environment: {environment}\nScope: {scope}\n\nItems:\n{items}"
-_PROMPT_OVERHEAD = max(len(_SKILLS_SYSTEM), len(_MISTAKES_SYSTEM)) + len(_USER) + 400
+# Room for the instructions, the scope rule and the placeholder glossary of any environment.
+_PROMPT_OVERHEAD = max(len(_SKILLS_SYSTEM), len(_MISTAKES_SYSTEM)) + len(_USER) + 1200
 
 
 def _clip(value: Any, limit: int) -> Any:
@@ -145,107 +163,36 @@ def render_item(number: int, item: dict[str, Any], limit: int) -> str:
     return f"{number}. {orjson.dumps(clipped).decode()}"
 
 
+def count_rule(track: Track, final: bool, options: AggregateOptions) -> str:
+    """The last call of a track asks for the section's size; earlier calls only cap it."""
+    noun = "skills" if track.kind == SKILLS_KIND else "mistakes"
+    if final:
+        return (f"Return {track.count.wording()} {noun}, the best supported first; when the "
+                f"items support fewer distinct {noun}, return fewer rather than inventing any.")
+    return f"Return at most {options.max_outputs_per_call} {noun}, the best supported first."
+
+
 def build_request(track: Track, level: int, batch: int, items: Sequence[dict[str, Any]],
-                  environment: str, options: AggregateOptions) -> TeacherRequest[Any]:
-    system = (_SKILLS_SYSTEM if track.kind == SKILLS_KIND else _MISTAKES_SYSTEM).format(
-        max_outputs=options.max_outputs_per_call)
+                  environment: str, options: AggregateOptions, final: bool = False,
+                  profile: PromptProfile | None = None) -> TeacherRequest[Any]:
+    words = profile.placeholders if profile else {}
+    template = _SKILLS_SYSTEM if track.kind == SKILLS_KIND else _MISTAKES_SYSTEM
+    system = template.format(
+        environment=environment, scope_rule=track.rule,
+        placeholder_words="; ".join(f"{k} = {v}" for k, v in words.items()) or "(none)",
+        count_rule=count_rule(track, final, options))
     lines = "\n".join(render_item(i + 1, item, options.item_chars) for i, item in enumerate(items))
     user = _USER.format(environment=environment, scope=track.scope, items=lines)
+    max_outputs = track.count.high if final else options.max_outputs_per_call
     return TeacherRequest(
         request_id=f"{track.name}/L{level}/B{batch:04d}",
         kind=track.kind,
         messages=({"role": "system", "content": system}, {"role": "user", "content": user}),
         answer_model=SkillsAnswer if track.kind == SKILLS_KIND else MistakesAnswer,
         prompt_version=PROMPT_VERSIONS[track.kind],
-        offline_context=AggregateContext(track.name, level, tuple(items),
-                                         options.max_outputs_per_call),
+        offline_context=AggregateContext(track.name, level, tuple(items), max_outputs,
+                                         dict(words)),
     )
-
-
-# ---------------------------------------------------------------------------------------------
-# Offline merging: deterministic grouping by a normalised key, most supported first
-
-_PARENTHESISED = re.compile(r"\([^)]*\)")
-_NON_WORD = re.compile(r"[^a-z\[\]_ ]+")
-
-
-def _key(text: str, words: int = 8) -> str:
-    cleaned = _NON_WORD.sub(" ", _PARENTHESISED.sub(" ", text.lower()))
-    return " ".join(cleaned.split()[:words])
-
-
-def _routine_title(pattern: str) -> str:
-    verbs: list[str] = []
-    for phrase in pattern.split("->"):
-        words = phrase.split()
-        verb = words[0].title() if words else ""
-        if verb and verb not in verbs and verb not in {"Go", "Navigate"}:
-            verbs.append(verb)
-    return "-".join(verbs[:5] or ["Goal"]) + " Routine"
-
-
-def _skill_from_item(item: dict[str, Any]) -> tuple[str, SkillDraft]:
-    if "title" in item:
-        draft = SkillDraft.model_validate(item)
-        return _key(draft.title), draft
-    goal = str(item.get("goal", "")).rstrip(".")
-    if "pattern" in item:
-        pattern = str(item["pattern"])
-        title = _routine_title(pattern)
-        return _key(title), SkillDraft(
-            title=title, principle=f"Follow the proven sequence {pattern}",
-            when_to_apply=f"Goals like '{goal}'" if goal else "")
-    avoid, when = str(item.get("avoid", "")), str(item.get("when", ""))
-    title = "Avoid " + " ".join(_key(avoid, 6).split()) if avoid else "Avoid A Known Failure"
-    return _key(avoid), SkillDraft(
-        title=title, principle=f"Do not do this: {avoid}".rstrip("."),
-        when_to_apply=when or (f"Goals like '{goal}'" if goal else ""))
-
-
-# How to avoid a mistake, by what its text mentions; first match wins.
-_ADVICE: tuple[tuple[re.Pattern[str], str], ...] = (
-    (re.compile(r"admissible|nothing happens", re.I),
-     "Choose the next action from the admissible list, copied exactly"),
-    (re.compile(r"repeat|again|loop|same", re.I),
-     "Keep track of what was already tried and pick an unexplored option instead"),
-    (re.compile(r"budget|step limit|remaining step", re.I),
-     "Plan the remaining goal steps early and execute them before the step budget runs out"),
-    (re.compile(r"evidence|retriev", re.I),
-     "Search again with a more specific query until a passage supports the answer"),
-)
-
-
-def _mistake_from_item(item: dict[str, Any]) -> tuple[str, MistakeDraft]:
-    if "description" in item:
-        draft = MistakeDraft.model_validate(item)
-        return _key(draft.description), draft
-    bad, trigger = str(item.get("bad_action", "")), str(item.get("trigger_condition", ""))
-    advice = next((text for rx, text in _ADVICE if rx.search(f"{bad} {trigger}")),
-                  "Check the situation above and choose an action that advances the goal")
-    return _key(bad), MistakeDraft(description=bad, why_it_happens=trigger, how_to_avoid=advice)
-
-
-def _merge(pairs: Sequence[tuple[str, Any]], max_outputs: int) -> list[Any]:
-    groups: dict[str, list[Any]] = {}
-    for key, draft in pairs:
-        groups.setdefault(key, []).append(draft)
-    merged = []
-    for drafts in groups.values():
-        best = min(drafts, key=lambda d: (-d.support, orjson.dumps(d.model_dump())))
-        merged.append(best.model_copy(update={"support": sum(d.support for d in drafts)}))
-    merged.sort(key=lambda d: (-d.support, orjson.dumps(d.model_dump())))
-    return merged[:max_outputs]
-
-
-@register_offline_solver(SKILLS_KIND)
-def solve_skills(ctx: AggregateContext) -> SkillsAnswer:
-    return SkillsAnswer(skills=_merge([_skill_from_item(i) for i in ctx.items], ctx.max_outputs))
-
-
-@register_offline_solver(MISTAKES_KIND)
-def solve_mistakes(ctx: AggregateContext) -> MistakesAnswer:
-    drafts = [_mistake_from_item(i) for i in ctx.items]
-    return MistakesAnswer(mistakes=_merge(drafts, ctx.max_outputs))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -257,8 +204,15 @@ def memory_category(memory: Memory, spec: EnvSpec) -> str:
     return spec.classify_task(meta.original_goal, memory.tags.data_source or meta.data_source)
 
 
-def build_tracks(memories: Sequence[Memory], spec: EnvSpec) -> tuple[list[Track], Counter[str]]:
-    """The items each track reduces; counts memories per category and outcome."""
+def build_tracks(memories: Sequence[Memory], spec: EnvSpec, shape: BankShape | None = None
+                 ) -> tuple[list[Track], Counter[str]]:
+    """The items each track reduces; counts memories per category and outcome.
+
+    General and per-category skills come from success patterns only, common mistakes from
+    failures only, as in the released banks: a failure's lesson never becomes a category skill.
+    """
+    shape = shape or spec.bank_shape
+    noun = spec.prompts.category_noun if spec.prompts else "task category"
     general: list[dict[str, Any]] = []
     mistakes: list[dict[str, Any]] = []
     per_category: dict[str, list[dict[str, Any]]] = {c: [] for c in spec.categories}
@@ -275,16 +229,22 @@ def build_tracks(memories: Sequence[Memory], spec: EnvSpec) -> tuple[list[Track]
             per_category.setdefault(category, []).append(item)
         for mistake in guidelines.mistakes_to_avoid if memory.tags.outcome == "Failure" else ():
             mistakes.append(mistake.model_dump(include={"trigger_condition", "bad_action"}))
-            per_category.setdefault(category, []).append(
-                {"goal": goal, "avoid": mistake.bad_action, "when": mistake.trigger_condition})
         if not (guidelines.planning_pattern or guidelines.mistakes_to_avoid):
             counts["memories_without_pattern_or_mistakes"] += 1
-    tracks = [Track("general", SKILLS_KIND, "general skills for every task category",
-                    tuple(general))]
+    tracks = [Track("general", SKILLS_KIND, f"general principles for every {noun}",
+                    tuple(general), shape.general,
+                    f"Write general principles that hold for every {noun}, drawn from the "
+                    "successes' planning patterns.")]
     tracks += [Track(f"category:{c}", SKILLS_KIND, f"skills for {spec.label(c)} tasks",
-                     tuple(items)) for c, items in per_category.items()]
+                     tuple(items), shape.per_category,
+                     f"Write skills specific to {spec.label(c)} tasks, drawn from this "
+                     f"{noun}'s successes: what is particular to it, not what holds for "
+                     "every task.")
+               for c, items in per_category.items()]
     tracks.append(Track("mistakes", MISTAKES_KIND, "common mistakes across all tasks",
-                        tuple(mistakes)))
+                        tuple(mistakes), shape.mistakes,
+                        "Deduplicate and generalise the failures' mistakes into the common "
+                        "mistakes of every task."))
     return tracks, counts
 
 
@@ -294,7 +254,8 @@ def _outputs(answer: Any) -> list[dict[str, Any]]:
 
 
 def reduce_tracks(
-    tracks: Sequence[Track], environment: str, teacher: Teacher, options: AggregateOptions
+    tracks: Sequence[Track], environment: str, teacher: Teacher, options: AggregateOptions,
+    profile: PromptProfile | None = None,
 ) -> tuple[dict[str, list[dict[str, Any]]], BatchStats, dict[str, int]]:
     """Reduce every track to one answer's drafts, level by level (see module docstring)."""
     stats = BatchStats(stage=STAGE, model="", cost_usd=0.0, reused_cost_usd=0.0)
@@ -307,7 +268,8 @@ def reduce_tracks(
     level = 0
     while pending:
         keys = [(name, b) for name, groups in pending.items() for b in range(len(groups))]
-        requests = [build_request(by_name[name], level, b, pending[name][b], environment, options)
+        requests = [build_request(by_name[name], level, b, pending[name][b], environment,
+                                  options, final=len(pending[name]) == 1, profile=profile)
                     for name, b in keys]
         results, part = teacher.run_batch(requests, stage=STAGE)
         stats.absorb(part)
@@ -322,7 +284,9 @@ def reduce_tracks(
                 "to retry (finished calls are reused from the teacher journal)", failed)
         for (name, _), result in zip(keys, results, strict=True):
             calls[name] += 1
-            answers[name].append(_outputs(result.answer)[: options.max_outputs_per_call])
+            limit = by_name[name].count.high if len(pending[name]) == 1 else (
+                options.max_outputs_per_call)
+            answers[name].append(_outputs(result.answer)[:limit])
         pending = {}
         for name, outputs in answers.items():
             if len(outputs) == 1:
@@ -346,8 +310,10 @@ def aggregate_memories(
     """The skill bank for validated memories of one environment (see skill_bank_io for
     loading memory files with per-record rejects)."""
     options = options or AggregateOptions()
-    tracks, distribution = build_tracks(memories, spec)
-    finals, stats, calls = reduce_tracks(tracks, spec.memory_environment_tag, teacher, options)
+    shape = options.shape or spec.bank_shape
+    tracks, distribution = build_tracks(memories, spec, shape)
+    finals, stats, calls = reduce_tracks(tracks, spec.memory_environment_tag, teacher, options,
+                                         spec.prompts)
     general = [Skill(skill_id=_numbered("gen", i + 1), title=d["title"], principle=d["principle"],
                      when_to_apply=d["when_to_apply"]) for i, d in enumerate(finals["general"])]
     per_category = {
@@ -371,10 +337,15 @@ def aggregate_memories(
         "batch_size": options.batch_size,
         "max_outputs_per_call": options.max_outputs_per_call,
         "teacher_calls": sum(calls.values()),
+        "bank_shape": shape.as_dict(),
     }
     bank = SkillBank(general_skills=general, common_mistakes=mistakes, metadata=metadata,
                      **{spec.bank_category_key: per_category})
-    counts = {"memories": len(memories), "teacher_calls": sum(calls.values()),
+    check = check_bank(bank, spec.categories, shape)
+    bank.metadata = {**metadata, "shape_check": check.as_metadata()}
+    counts = {"bank_placeholder_slips": len(check.placeholder_slips),
+              "bank_sections_off_shape": len(check.off_shape),
+              "memories": len(memories), "teacher_calls": sum(calls.values()),
               "general_skills": len(general), "common_mistakes": len(mistakes),
               **{f"skills_{c}": len(s) for c, s in per_category.items()},
               **{k: v for k, v in distribution.items() if ":" not in k}}

@@ -129,10 +129,29 @@ def _normalise(text: str) -> str:
     return " ".join(re.sub(r"[^\w\s]", " ", text.lower()).split())
 
 
-def providers(fact: str, before: int, analysed: Sequence[AnalysedStep]) -> list[int]:
-    """Which earlier steps establish `fact`: the latest provider, or for `seen:` facts every
-    step whose observation mentions the value (falling back to the latest observation)."""
+# Words a query shares with any text and so never identify a bridge entity.
+_STOPWORDS = frozenset(re.findall(r"\w+", (
+    "a an and are as at be by did does for from has have how in is it of on or the to was "
+    "were what when where which who whom whose why with")))
+
+
+def _content_words(text: str) -> set[str]:
+    return {w for w in _normalise(text).split() if len(w) > 2 and w not in _STOPWORDS}
+
+
+def providers(fact: str, before: int, analysed: Sequence[AnalysedStep],
+              goal: str = "") -> list[int]:
+    """Which earlier steps establish `fact`: the latest provider; for `seen:` facts every step
+    whose observation mentions the value (falling back to the latest observation); for
+    `bridge:` facts (a query) the latest step whose observation revealed one of the query's
+    words that the goal does not contain (the bridge entity of a multi-hop question)."""
     earlier = [s for s in analysed[:before] if s.effective]
+    if fact.startswith("bridge:"):
+        new_words = _content_words(fact.removeprefix("bridge:")) - _content_words(goal)
+        for step in reversed(earlier):
+            if new_words & _content_words(step.observation):
+                return [step.index]
+        return []
     if fact.startswith("seen:"):
         wanted = _normalise(fact.removeprefix("seen:"))
         hits = [s.index for s in earlier if wanted and wanted in _normalise(s.observation)]
@@ -156,7 +175,7 @@ def chain_backward(
     while queue:
         index, needs = queue.pop()
         for fact in needs:
-            for provider in providers(fact, index, analysed):
+            for provider in providers(fact, index, analysed, goal):
                 if provider not in kept:
                     kept[provider] = Dependency()
                     queue.append((provider, analysed[provider].needs))

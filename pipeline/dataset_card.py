@@ -22,7 +22,7 @@ from datasets.info import DatasetInfosDict
 from datasets.utils.metadata import MetadataConfigs
 from huggingface_hub import DatasetCard
 
-from skillsft.schemas.report import RunReport
+from skillsft.schemas.report import SMOKE_TEST_NOTE, RunReport
 
 TASK_CATEGORIES = ("text-generation",)
 TAGS = ("agent", "sft", "skills", "skillsft")
@@ -102,6 +102,7 @@ def generation_settings(report: RunReport) -> str:
     lines = [
         f"## Config `{report.env}`",
         "",
+        *([f"> **{SMOKE_TEST_NOTE}**", ""] if d.smoke_test else []),
         f"- Rows: {stats.records} ({splits}); trajectories: "
         f"{'unknown' if stats.trajectories is None else stats.trajectories}.",
         f"- Generated: {d.generated_at} with skillsft {version}.",
@@ -129,6 +130,13 @@ def generation_settings(report: RunReport) -> str:
     if stats.records_per_category:
         shown = ", ".join(f"{c} {n}" for c, n in stats.records_per_category.items())
         lines += ["", f"Records per category: {shown}."]
+    if d.skill_use is not None:
+        u = d.skill_use
+        if u.selection:
+            lines += ["", f"Skills per record: {u.selection}."]
+        lines += ["", f"Skill use: {u.share_naming_a_shown_skill:.1%} of thoughts name a shown "
+                  f"skill; the experience block is {u.block_share_mean:.1%} of an instruction on "
+                  f"average; {u.records_over_cutoff} record(s) exceed {u.cutoff_len} tokens."]
     return "\n".join(lines)
 
 

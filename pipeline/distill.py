@@ -13,12 +13,11 @@ every action in the corpus is one the environment accepted. Three rules keep the
 - a trajectory whose requests still fail is left out, reported as a Reject and counted, and
   the failure rate is part of the result.
 
-`solve_distill` is the offline solver: deterministic reasoning that ties each action to the goal
-and the current observation, for runs without an API key.
+The offline teacher answers from the request's context (pipeline/teacher/offline/thoughts.py):
+the goal, the whole trajectory so far, the environment's action tables and the shown skills.
 """
 
 import math
-import re
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -26,15 +25,22 @@ from typing import TYPE_CHECKING, Any
 
 from skillsft.pipeline.conversations import LayoutError, RenderOptions, TurnDraft
 from skillsft.pipeline.render import BlockOptions, render_block
+from skillsft.pipeline.skill_selection import (
+    LexicalScorer,
+    Scorer,
+    SkillSelection,
+    retrieved_block,
+    skill_text,
+    task_specific,
+)
 from skillsft.pipeline.teacher.base import (
     BatchStats,
     Teacher,
     TeacherRequest,
     TeacherResult,
-    register_offline_solver,
 )
 from skillsft.schemas.conversation import Conversation, ExtraInfo, Turn
-from skillsft.schemas.distill_answers import DistillAnswer, StepThought, thoughts_answer_model
+from skillsft.schemas.distill_answers import DistillAnswer, thoughts_answer_model
 from skillsft.schemas.reject import Reject
 from skillsft.schemas.skill_bank import SkillBank
 from skillsft.schemas.trajectory import SearchTrajectorySet, TrajectorySet
@@ -43,7 +49,7 @@ if TYPE_CHECKING:
     from skillsft.pipeline.envs import EnvSpec
 
 KIND = "distill"
-PROMPT_VERSION = "distill-v1"
+PROMPT_VERSION = "distill-v2"
 CHARS_PER_TOKEN = 4  # a rough, deliberately conservative estimate for budgeting windows
 
 TrajectoryRecord = TrajectorySet | SearchTrajectorySet
@@ -53,6 +59,7 @@ TrajectoryRecord = TrajectorySet | SearchTrajectorySet
 class DistillOptions:
     render: RenderOptions = field(default_factory=RenderOptions)
     block: BlockOptions = field(default_factory=BlockOptions)
+    skills: SkillSelection = field(default_factory=SkillSelection)  # which skills a block shows
     # Tokens a request may use for the steps it shows (instructions and the block come on top).
     context_budget_tokens: int = 6000
     window_overlap: int = 2  # earlier steps shown as context when a trajectory is split
@@ -116,10 +123,12 @@ SYSTEM_PROMPT = (
     "You reconstruct the reasoning of an expert agent. You are shown the agent's goal, the "
     "experience it was given, and the steps it took: at each step what it observed, which "
     "actions were available, and the action it chose. For each step you are asked about, "
-    "write the short thought (one to three sentences, first person, present tense) that leads "
-    "from the current observation and the goal to exactly that action. Refer to the experience "
-    "when it applies. Do not mention that the action was given to you, do not propose another "
-    "action, and do not use tags."
+    "write the thought the agent has before acting: one to three sentences of strategic "
+    "reasoning, first person, present tense, that lead from the goal and what the current "
+    "observation actually shows to exactly that action. Never claim anything the observation "
+    "contradicts. When a retrieved skill or a listed mistake bears on the step, apply it and "
+    "name it by its title. Do not mention that the action was given to you, do not propose "
+    "another action, do not rewrite the action, and do not use tags."
 )
 
 
@@ -159,12 +168,42 @@ class Planned:
     request_ids: tuple[str, ...]
 
 
+def offline_context(
+    goal: str,
+    drafts: Sequence[TurnDraft],
+    indices: Sequence[int],
+    semantics: Any = None,
+    skill_titles: Sequence[str] = (),
+) -> dict[str, Any]:
+    """What the offline teacher reads to write the thoughts of `indices` (never part of the
+    journal key): the goal, the state so far, and the asked steps."""
+    stop = max(indices) + 1
+    return {
+        "goal": goal,
+        "history": [{"observation": d.observation, "action": d.action} for d in drafts[:stop]],
+        "complete": stop == len(drafts),
+        "semantics": semantics,
+        "skill_titles": tuple(skill_titles),
+        "steps": [
+            {
+                "index": i,
+                "observation": drafts[i].observation,
+                "action": drafts[i].action,
+                "synthetic": drafts[i].synthetic,
+            }
+            for i in indices
+        ],
+    }
+
+
 def plan_requests(
     trajectory_id: str,
     goal: str,
     block: str,
     drafts: list[TurnDraft],
     options: DistillOptions,
+    semantics: Any = None,
+    skill_titles: Sequence[str] = (),
 ) -> list[TeacherRequest[DistillAnswer]]:
     steps = [describe_step(i, d) for i, d in enumerate(drafts)]
     overhead = estimate_tokens(SYSTEM_PROMPT + request_text(goal, block, [], [], []))
@@ -180,18 +219,7 @@ def plan_requests(
             steps[window.start : window.stop],
             indices,
         )
-        context = {
-            "goal": goal,
-            "steps": [
-                {
-                    "index": i,
-                    "observation": drafts[i].observation,
-                    "action": drafts[i].action,
-                    "synthetic": drafts[i].synthetic,
-                }
-                for i in indices
-            ],
-        }
+        context = offline_context(goal, drafts, indices, semantics, skill_titles)
         requests.append(
             TeacherRequest(
                 request_id=f"{trajectory_id}#w{number}" if len(windows) > 1 else trajectory_id,
@@ -225,13 +253,21 @@ def distill(
     bank: SkillBank,
     teacher: Teacher,
     options: DistillOptions | None = None,
+    scorer: Scorer | None = None,
 ) -> DistillResult:
-    """Turn processed trajectories into conversations, one per kept trajectory, in input order."""
+    """Turn processed trajectories into conversations, one per kept trajectory, in input order.
+
+    `scorer` ranks skills for `--skills retrieve` (default: the lexical scorer)."""
     options = options or DistillOptions()
     layout = spec.turn_layout()
     counts: Counter[str] = Counter()
     failures: list[Reject] = []
     blocks: dict[str, str] = {}
+    shown: dict[str, list[str]] = {}  # block key -> titles of the task-specific skills shown
+    retrieving = options.skills.mode == "retrieve"
+    scorer = scorer or LexicalScorer()
+    if retrieving:
+        scorer.prepare([r.task for r in records] + [skill_text(s) for s in task_specific(bank)])
     planned: list[Planned] = []
     requests: list[TeacherRequest[DistillAnswer]] = []
 
@@ -241,8 +277,16 @@ def distill(
 
     for record in records:
         category = spec.classify_task(record.task, getattr(record, "data_source", None))
-        if category not in blocks:
-            blocks[category] = render_block(bank, spec, category, options.block)
+        key = f"{category}\n{record.task}" if retrieving else category
+        if key not in blocks and retrieving:
+            blocks[key], chosen = retrieved_block(bank, spec, category, record.task,
+                                                  options.skills, scorer, options.block)
+            shown[key] = [s.title for s in chosen]
+            counts["records_without_retrieved_skills"] += not chosen
+            counts["retrieved_skills"] += len(chosen)
+        elif key not in blocks:
+            blocks[key] = render_block(bank, spec, category, options.block)
+            shown[key] = [s.title for s in bank.category_skills().get(category, [])]
             if not bank.category_skills().get(category):
                 counts["categories_without_skills"] += 1
         for number, steps in enumerate(record.trajectories):
@@ -254,7 +298,7 @@ def distill(
             counts["trajectories_attempted"] += 1
             try:
                 drafts = layout.build_turns(
-                    record.task, blocks[category], steps, trajectory_id, options.render, counts
+                    record.task, blocks[key], steps, trajectory_id, options.render, counts
                 )
             except LayoutError as exc:
                 counts["trajectories_failed"] += 1
@@ -267,7 +311,8 @@ def distill(
                 reject("no_turns", trajectory_id, "the trajectory has no action to learn from")
                 continue
             batch = plan_requests(
-                trajectory_id, record.task, blocks[category], drafts, options
+                trajectory_id, record.task, blocks[key], drafts, options,
+                spec.action_semantics, shown[key],
             )
             counts["requests"] += len(batch)
             counts["windowed_trajectories"] += len(batch) > 1
@@ -277,7 +322,7 @@ def distill(
                     record,
                     trajectory_id,
                     category,
-                    blocks[category],
+                    blocks[key],
                     drafts,
                     tuple(r.request_id for r in batch),
                 )
@@ -337,151 +382,4 @@ def build_conversation(
             env_id=item.record.env_id,
             trajectory_id=item.trajectory_id,
         ),
-    )
-
-
-# -- offline solver ---------------------------------------------------------------------------
-
-# (action pattern, why the agent takes it). The first match wins; named groups fill the text.
-ACTION_REASONS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
-    (re.compile(pattern, re.IGNORECASE | re.DOTALL), reason)
-    for pattern, reason in (
-        (
-            r"done",
-            "Everything the goal asks for is in place, so the task is complete and I "
-            "declare it done.",
-        ),
-        (
-            r"go to (?P<place>.+)",
-            "I have not found what I need here yet, so I go to {place} to check it next.",
-        ),
-        (
-            r"take (?P<obj>.+?) from (?P<place>.+)",
-            "{obj} is an object the goal needs, so I pick it up from {place}.",
-        ),
-        (
-            r"(?:put|move) (?P<obj>.+?) (?:in/on|in|on|to) (?P<place>.+)",
-            "I am holding {obj} and {place} is where the goal wants it, so I put it there.",
-        ),
-        (r"open (?P<obj>.+)", "{obj} is closed and may hold what I am looking for, so I open it."),
-        (r"close (?P<obj>.+)", "I am done with {obj}, so I close it and move on."),
-        (
-            r"(?P<verb>clean|heat|cool) (?P<obj>.+?) with (?P<tool>.+)",
-            "The goal needs the object {verb}ed before it is placed, "
-            "so I {verb} {obj} with {tool}.",
-        ),
-        (
-            r"use (?P<obj>.+)",
-            "I switch on {obj} so I can look at the object in its light, as the goal requires.",
-        ),
-        (r"examine (?P<obj>.+)", "I examine {obj} to see its state before deciding what to do."),
-        (r"look", "I look around to get my bearings before choosing where to go."),
-        (r"inventory", "I check what I am carrying before the next move."),
-        (
-            r"search\[(?P<query>.+)\]",
-            'I search for "{query}", which states the request\'s key '
-            "attributes, to get matching products.",
-        ),
-        (
-            r"click\[buy now\]",
-            "This item with the options I chose meets every requirement of the "
-            "request, so I buy it.",
-        ),
-        (
-            r"click\[< prev\]",
-            "I have seen what I needed on this page, so I go back to the previous one.",
-        ),
-        (
-            r"click\[next >\]",
-            "None of these results fits the request well, so I look at the next page of results.",
-        ),
-        (
-            r"click\[back to search\]",
-            "This product does not fit the request, so I go back to search again.",
-        ),
-        (
-            r"click\[(?P<page>description|features|reviews)\]",
-            "I open the {page} to check the product against the request's requirements.",
-        ),
-        (
-            r"click\[(?P<item>b0[0-9a-z]{8})\]",
-            "Product {item} looks like the best match among the results, so I open it.",
-        ),
-        (r"click\[(?P<option>.+)\]", "The request asks for {option}, so I select that option."),
-        (
-            r"<search>(?P<query>.*)</search>",
-            'I do not have this information yet, so I search for "{query}" to find evidence.',
-        ),
-        (
-            r"<answer>(?P<answer>.*)</answer>",
-            "The information I have gathered supports the answer {answer}, so I commit to it.",
-        ),
-    )
-)
-FALLBACK_REASON = "Of the actions available, {action} moves me closest to the goal, so I take it."
-OBSERVATION_CHARS = 180
-
-
-def summarize_observation(observation: str) -> str:
-    """The start of an observation on one line, cut at a word boundary, for a thought to cite."""
-    text = " ".join(observation.replace("[SEP]", ";").split())
-    if len(text) <= OBSERVATION_CHARS:
-        return text.rstrip(".")
-    return text[:OBSERVATION_CHARS].rsplit(" ", 1)[0].rstrip(".,;") + "…"
-
-
-# Where ALFWorld transforms happen, keyed by the goal word that asks for them.
-TOOL_FOR_GOAL_WORD = {
-    "hot": "microwave",
-    "heat": "microwave",
-    "cool": "fridge",
-    "cold": "fridge",
-    "clean": "sinkbasin",
-    "desklamp": "desklamp",
-}
-
-
-def reason_for(goal: str, action: str) -> str:
-    """Why the action serves the goal, from the first matching pattern (or a generic reason)."""
-    go_to = re.fullmatch(r"go to (?P<place>.+?)(?: \d+)?", action.strip(), re.IGNORECASE)
-    if go_to:
-        place, words = go_to.group("place"), set(re.findall(r"[a-z]+", goal.lower()))
-        if place in words:
-            return f"The goal names the {place}, so I go to {action[6:]} to deal with it."
-        if any(TOOL_FOR_GOAL_WORD.get(word) == place for word in words):
-            return f"The goal needs what the {place} does, so I go to {action[6:]}."
-    for pattern, reason in ACTION_REASONS:
-        match = pattern.fullmatch(action.strip())
-        if match:
-            text = reason.format(**match.groupdict())
-            return text[:1].upper() + text[1:]
-    return FALLBACK_REASON.format(action=action)
-
-
-def offline_thought(goal: str, observation: str, action: str, first: bool) -> str:
-    seen = summarize_observation(observation)
-    opening = (
-        f"I see: {seen}" + ("" if seen.endswith("…") else ".")
-        if seen
-        else ("I have nothing new to go on yet.")
-    )
-    if first:
-        opening += f" My goal: {goal}."
-    return f"{opening} {reason_for(goal, action)}"
-
-
-@register_offline_solver(KIND)
-def solve_distill(context: dict[str, Any]) -> DistillAnswer:
-    """Deterministic thoughts from the request's own data; the same context, the same answer."""
-    goal = context["goal"].strip().rstrip(".")
-    steps = context["steps"]
-    return DistillAnswer(
-        thoughts=[
-            StepThought(
-                step_index=step["index"],
-                thought=offline_thought(goal, step["observation"], step["action"],
-                                        step["index"] == 0),
-            )
-            for step in steps
-        ]
     )

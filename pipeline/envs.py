@@ -19,6 +19,13 @@ from skillsft.pipeline.action_semantics import (
 from skillsft.pipeline.conversations import Layout, SearchLayout, TextLayout
 from skillsft.pipeline.parsing.formats import SEARCH_FORMAT, STEP_FORMAT, RolloutFormat
 from skillsft.pipeline.postchecks import ALFWORLD_CHECKS, WEBSHOP_CHECKS, PostCheck, navigation_back
+from skillsft.pipeline.prompt_profiles import (
+    ALFWORLD_PROMPTS,
+    SEARCH_PROMPTS,
+    WEBSHOP_PROMPTS,
+    BankShape,
+    PromptProfile,
+)
 
 
 @dataclass(frozen=True)
@@ -50,6 +57,10 @@ class EnvSpec:
     title: str = ""
     skill_scope: str = ""
     dump_signs: tuple[str, ...] = ()
+    # Stage 2 prompts (pipeline/prompt_profiles.py): what the teacher is told about this
+    # environment, and how many entries each section of its skill bank should end with.
+    prompts: PromptProfile | None = None
+    bank_shape: BankShape = BankShape()
 
     def __post_init__(self) -> None:
         # A text layout decides wins too (which trajectories are distilled, the done turn):
@@ -130,6 +141,7 @@ SEARCH_LAYOUT = SearchLayout(
 
 ALFWORLD = EnvSpec(
     name="alfworld",
+    prompts=ALFWORLD_PROMPTS,
     memory_environment_tag="Alfworld",
     categories=tuple(categories.ALFWORLD_LABELS),
     category_labels=categories.ALFWORLD_LABELS,
@@ -149,6 +161,7 @@ ALFWORLD = EnvSpec(
 
 WEBSHOP = EnvSpec(
     name="webshop",
+    prompts=WEBSHOP_PROMPTS,
     memory_environment_tag="Webshop",
     categories=tuple(categories.WEBSHOP_LABELS),
     category_labels=categories.WEBSHOP_LABELS,
@@ -165,6 +178,7 @@ WEBSHOP = EnvSpec(
 
 SEARCH = EnvSpec(
     name="search",
+    prompts=SEARCH_PROMPTS,
     memory_environment_tag="SearchAgent",
     categories=tuple(categories.SEARCH_LABELS),
     category_labels=categories.SEARCH_LABELS,

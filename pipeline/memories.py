@@ -22,16 +22,16 @@ from typing import Any
 import orjson
 from pydantic import ValidationError
 
-from skillsft.pipeline.causal import AnalysedStep, analyse, chain_backward, goal_step_index
+from skillsft.pipeline.causal import (
+    match_rule,
+)
 from skillsft.pipeline.envs import EnvSpec
 from skillsft.pipeline.errors import TooManyFailures, check_failure_rate
-from skillsft.pipeline.mistakes import EpisodeView, detect_mistakes
-from skillsft.pipeline.placeholders import Abstractor, planning_pattern, register_values
+from skillsft.pipeline.prompt_profiles import PromptProfile
 from skillsft.pipeline.teacher.base import (
     BatchStats,
     Teacher,
     TeacherRequest,
-    register_offline_solver,
 )
 from skillsft.schemas.memory import (
     Memory,
@@ -45,14 +45,13 @@ from skillsft.schemas.memory import (
 from skillsft.schemas.memory_answers import (
     MEMORY_ANSWER_BY_OUTCOME,
     MemoryAnswer,
-    MistakeAnswer,
-    RefinedStepAnswer,
 )
 from skillsft.schemas.trajectory import SearchTrajectorySet, TrajectorySet
 
 MEMORY_KIND = "memory"
 # Bump when the prompt text below changes: the version is part of every journal key.
-PROMPT_VERSIONS = {MEMORY_KIND: "memory-v2"}
+PROMPT_VERSIONS = {MEMORY_KIND: "memory-v3"}
+CHARS_PER_TOKEN = 4  # a conservative estimate, as in distillation
 STAGE = "memories"
 
 
@@ -64,7 +63,9 @@ class MemoryStageError(TooManyFailures):
 class MemoryOptions:
     all_trajectories: bool = False  # default: the first trajectory of each env
     failure_threshold: float = 0.10
-    observation_chars: int = 300  # per step, in the prompt
+    # Tokens the whole prompt may use; observations share what is left after the rules, and
+    # only the longest are cut (Search evidence is shown whole whenever it fits).
+    context_budget_tokens: int = 8000
     max_prompt_steps: int = 60  # longer trajectories keep their head and tail
 
 
@@ -140,168 +141,147 @@ def build_context(
         step_numbers=tuple(_step_number(s.step_id, i) for i, s in enumerate(steps)),
         admissible_before=tuple(admissible),
         won_index=won,
-        ended_by_limit=outcome == "Failure" and steps[-1].done and recorded is None,
+        ended_by_limit=(outcome == "Failure" and steps[-1].done and recorded is None
+                        and not _is_terminal(steps[-1].action, spec)),
     )
+
+
+def _is_terminal(action: str | None, spec: EnvSpec) -> bool:
+    """Whether the action ends an episode by itself (a purchase, an answer): a failure that
+    ends with one is a wrong final choice, not a spent step budget."""
+    semantics = spec.action_semantics
+    matched = match_rule(action, semantics) if action and semantics else None
+    return matched is not None and matched[0].name in semantics.terminal_rules
 
 
 # ---------------------------------------------------------------------------------------------
 # The prompt (what an LLM teacher reads)
 
-_SYSTEM_PROMPT = """\
+_SHARED_RULES = """\
 You turn one agent trajectory into a reusable skill memory for future agents in the same \
 environment. Answer with one JSON object and nothing else:
-{"contextual_description": str,
- "refined_trajectory": [{"step_index": int, "action": str, "critical_observation": str, \
-"reasoning": str}] | null,
+{{"contextual_description": str,
+ "refined_trajectory": [{{"step_index": int, "action": str, "critical_observation": str, \
+"reasoning": str}}] | null,
  "planning_pattern": str | null,
- "mistakes_to_avoid": [{"trigger_condition": str, "bad_action": str}]}
-Rules:
-- contextual_description: the task category, the goal without instance numbers, and one \
-clause on how the episode was solved or why it failed.
-- For a SUCCESS: refined_trajectory keeps only the steps the final success causally depends \
-on. Work backwards from the winning step: keep a step only if a later kept step needs its \
-effect (being at a place, holding an object, an opened container, a changed object state, a \
-selected option, retrieved evidence). Drop detours, inspections and actions that did nothing. \
-Use the original step_index values. planning_pattern is "A -> B -> C" with placeholders \
-([Object_1], [Location], [Target_Location], ...) and no instance numbers or concrete values. \
-mistakes_to_avoid may be empty.
-- For a FAILURE: refined_trajectory and planning_pattern are null; mistakes_to_avoid lists \
-the concrete errors visible in the trajectory (rejected or inadmissible actions, repeated \
-cycles, missing evidence, wasting the step budget), each with the situation that triggers it, \
-using placeholders instead of instance numbers.
-- Never invent steps that are not in the trajectory."""
+ "mistakes_to_avoid": [{{"trigger_condition": str, "bad_action": str}}]}}
+
+For a SUCCESS:
+- refined_trajectory: chain backwards from {goal_step}. For the step you hold, find what it \
+needed (a place reached, an object in hand, an open container, a changed object state, a \
+selected option, retrieved evidence), keep the nearest earlier step that produced it, drop \
+everything between, and repeat from the kept step. Each kept step has its original \
+step_index, the abstracted action, the critical_observation that shows its effect, and the \
+reasoning. Never invent a step that is not in the trajectory.
+- planning_pattern: one chain of steps joined by " -> ".
+- mistakes_to_avoid: an empty list.
+For a FAILURE:
+- refined_trajectory and planning_pattern are null.
+- mistakes_to_avoid: the errors visible in the trajectory (rejected or inadmissible actions, \
+repeated cycles, a wrong final choice, missing evidence, a spent step budget), each as an \
+abstract trigger_condition (the situation) and bad_action (what the agent did wrong).
+
+This environment's rules:
+Description, in the form: {description_form}
+{description_rules}
+Refined trajectory:
+{refinement_rules}
+Planning pattern:
+{pattern_rules}
+Mistakes:
+{mistake_rules}
+Placeholders you may use: {placeholders}.
+Example description: {example_description}
+Example planning pattern: {example_pattern}"""
 
 
-def _render_steps(ctx: MemoryContext, options: MemoryOptions) -> str:
-    lines = []
-    for number, (action, observation) in zip(ctx.step_numbers, ctx.steps, strict=True):
-        obs = " ".join(observation.split())
-        if len(obs) > options.observation_chars:
-            obs = obs[: options.observation_chars] + " ..."
-        lines.append(f"[{number}] action: {action or '(start)'} | observation: {obs}")
-    if len(lines) > options.max_prompt_steps:
+def _bullets(lines: Sequence[str]) -> str:
+    return "\n".join(f"- {line}" for line in lines)
+
+
+def system_prompt(profile: PromptProfile) -> str:
+    """The memory prompt's instructions for one environment: shared rules plus its profile."""
+    return _SHARED_RULES.format(
+        goal_step=profile.goal_step,
+        description_form=profile.description_form,
+        description_rules=_bullets(profile.description_rules),
+        refinement_rules=_bullets(profile.refinement_rules),
+        pattern_rules=_bullets(profile.pattern_rules),
+        mistake_rules=_bullets(profile.mistake_rules),
+        placeholders=", ".join(profile.placeholders),
+        example_description=profile.example_description,
+        example_pattern=profile.example_pattern,
+    )
+
+
+def _profile(spec: EnvSpec) -> PromptProfile:
+    if spec.prompts is None:
+        raise ValueError(f"environment {spec.name!r} has no prompt profile; add one in "
+                         "pipeline/envs.py")
+    return spec.prompts
+
+
+def fair_share(lengths: Sequence[int], available: int) -> int | None:
+    """The largest per-item cap c with sum(min(len, c)) <= available; None when all fit.
+
+    Short observations stay whole and only the longest ones are cut, so a Search passage
+    holding the bridge entity is shown in full whenever the budget allows it."""
+    if sum(lengths) <= available:
+        return None
+    remaining, count = available, len(lengths)
+    for length in sorted(lengths):
+        share = remaining // count
+        if length > share:
+            return max(0, share)
+        remaining -= length
+        count -= 1
+    return max(0, remaining)
+
+
+def _render_steps(ctx: MemoryContext, options: MemoryOptions, available_chars: int) -> str:
+    numbered = list(zip(ctx.step_numbers, ctx.steps, strict=True))
+    omitted = 0
+    if len(numbered) > options.max_prompt_steps:
         head = options.max_prompt_steps // 2
         tail = options.max_prompt_steps - head
-        omitted = len(lines) - head - tail
-        lines = [*lines[:head], f"... ({omitted} steps omitted) ...", *lines[-tail:]]
+        omitted = len(numbered) - head - tail
+        numbered = [*numbered[:head], *numbered[-tail:]]
+    observations = [" ".join(observation.split()) for _, (_, observation) in numbered]
+    frames = [f"[{number}] action: {action or '(start)'} | observation: "
+              for number, (action, _) in numbered]
+    cap = fair_share([len(o) for o in observations],
+                     available_chars - sum(len(f) + 1 for f in frames))
+    lines = []
+    for frame, obs in zip(frames, observations, strict=True):
+        if cap is not None and len(obs) > cap:
+            obs = obs[:cap] + " ..."
+        lines.append(frame + obs)
+    if omitted:
+        head = options.max_prompt_steps // 2
+        lines.insert(head, f"... ({omitted} steps omitted) ...")
     return "\n".join(lines)
 
 
 def build_memory_request(
     ctx: MemoryContext, options: MemoryOptions
 ) -> TeacherRequest[MemoryAnswer]:
-    user = (
+    system = system_prompt(_profile(ctx.spec))
+    header = (
         f"Environment: {ctx.spec.memory_environment_tag}\n"
         f"Task category: {ctx.category}\n"
         + (f"Data source: {ctx.data_source}\n" if ctx.data_source else "")
         + f"Goal: {ctx.goal}\nOutcome: {ctx.outcome.upper()}\n\nTrajectory:\n"
-        + _render_steps(ctx, options)
     )
+    available = options.context_budget_tokens * CHARS_PER_TOKEN - len(system) - len(header)
+    user = header + _render_steps(ctx, options, available)
     return TeacherRequest(
         request_id=f"{ctx.env_id}#{ctx.trajectory_index}",
         kind=MEMORY_KIND,
-        messages=({"role": "system", "content": _SYSTEM_PROMPT}, {"role": "user", "content": user}),
+        messages=({"role": "system", "content": system}, {"role": "user", "content": user}),
         answer_model=MEMORY_ANSWER_BY_OUTCOME[ctx.outcome],
         prompt_version=PROMPT_VERSIONS[MEMORY_KIND],
         offline_context=ctx,
     )
-
-
-# ---------------------------------------------------------------------------------------------
-# The offline teacher's answer (what a newcomer gets without an API key)
-
-
-def _first_sentences(text: str, limit: int = 160) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[:limit].rsplit(" ", 1)[0] + " ..."
-
-
-def _fact_phrase(fact: str, ctx: MemoryContext, abstractor: Abstractor) -> str:
-    kind, _, rest = fact.partition(":")
-    args = [abstractor.action(part) for part in rest.split(":")]
-    semantics = ctx.spec.action_semantics
-    template = semantics.fact_phrases.get(kind) if semantics else None
-    return template.format(*args) if template else fact
-
-
-def _refined_steps(ctx: MemoryContext, analysed: Sequence[AnalysedStep], kept: dict,
-                   abstractor: Abstractor) -> list[RefinedStepAnswer]:
-    refined = []
-    for index, dependency in kept.items():
-        step = analysed[index]
-        if dependency.needed_by:
-            reasons = []
-            for fact, later in dependency.needed_by:
-                later_action = abstractor.action(analysed[later].action)
-                reason = (f"{_fact_phrase(fact, ctx, abstractor)} is needed by step "
-                          f"{ctx.step_numbers[later]} ({later_action})")
-                if reason not in reasons:
-                    reasons.append(reason)
-            reasoning = "Kept because " + "; ".join(reasons) + "."
-        else:
-            reasoning = "This step completes the goal."
-        refined.append(RefinedStepAnswer(
-            step_index=ctx.step_numbers[index],
-            action=abstractor.action(step.action),
-            critical_observation=abstractor.action(_first_sentences(step.observation)),
-            reasoning=reasoning,
-        ))
-    return refined
-
-
-def _solve_success(ctx: MemoryContext, analysed: list[AnalysedStep]) -> MemoryAnswer:
-    semantics = ctx.spec.action_semantics
-    goal_index = goal_step_index(analysed, ctx.won_index)
-    if semantics is None or goal_index is None:
-        raise ValueError("no effective step to chain back from")
-    target = analysed[goal_index].fields.get(semantics.target_field)
-    abstractor = Abstractor(semantics, ctx.goal, target if isinstance(target, str) else None)
-    kept = chain_backward(analysed, goal_index, ctx.goal, semantics)
-    steps = [analysed[i] for i in kept]
-    abstractor.prime(steps)
-    pattern = planning_pattern(steps, abstractor)
-    phrases = [p[:1].lower() + p[1:] for p in pattern.split(" -> ")] if pattern else []
-    summary = ", then ".join(phrases) or "following the goal"
-    return MemoryAnswer(
-        contextual_description=(
-            f"{ctx.spec.memory_environment_tag} task classified as '{ctx.category}' to "
-            f"{abstractor.action(ctx.goal)}. Solved in {len(kept)} necessary step(s) of "
-            f"{sum(1 for s in analysed if s.action)} by: {summary}."
-        ),
-        refined_trajectory=_refined_steps(ctx, analysed, kept, abstractor),
-        planning_pattern=pattern or None,
-    )
-
-
-def _solve_failure(ctx: MemoryContext, analysed: list[AnalysedStep]) -> MemoryAnswer:
-    semantics = ctx.spec.action_semantics
-    if semantics is None:
-        raise ValueError("the environment has no action semantics for offline mistakes")
-    abstractor = Abstractor(semantics, ctx.goal)
-    register_values(analysed, abstractor)
-    view = EpisodeView(analysed, ctx.admissible_before, ctx.ended_by_limit, ctx.goal, semantics,
-                       abstractor)
-    mistakes = [MistakeAnswer(trigger_condition=t, bad_action=b) for t, b in detect_mistakes(view)]
-    return MemoryAnswer(
-        contextual_description=(
-            f"{ctx.spec.memory_environment_tag} task classified as '{ctx.category}' to "
-            f"{abstractor.action(ctx.goal)}. Unsolved: {mistakes[0].bad_action[0].lower()}"
-            f"{mistakes[0].bad_action[1:]}."
-        ),
-        mistakes_to_avoid=mistakes,
-    )
-
-
-@register_offline_solver(MEMORY_KIND)
-def solve_memory(ctx: MemoryContext) -> MemoryAnswer:
-    """Deterministic memory from the trajectory alone (see module docstring)."""
-    semantics = ctx.spec.action_semantics
-    if semantics is None:
-        raise ValueError(f"environment {ctx.spec.name!r} has no action semantics")
-    analysed = analyse(ctx.steps, semantics)
-    if ctx.outcome == "Success":
-        return _solve_success(ctx, analysed)
-    return _solve_failure(ctx, analysed)
 
 
 # ---------------------------------------------------------------------------------------------

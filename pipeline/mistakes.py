@@ -89,11 +89,21 @@ def missing_evidence(view: EpisodeView) -> list[Mistake]:
             hits = [i for i in providers(fact, step.index, view.steps)
                     if value.lower() in view.steps[i].observation.lower()]
             if not hits:
+                # The candidate is never quoted: a wrong answer is no lesson for other tasks.
                 mistakes.append((
                     "The information retrieved so far does not mention the candidate answer",
-                    f"Committing to '{view.abstractor.text(value)}' without evidence for it "
-                    "instead of searching again with a more specific query"))
+                    "Committing to an answer without evidence for it instead of searching "
+                    "again with a more specific query"))
     return mistakes[:1]
+
+
+def wrong_final_choice(view: EpisodeView) -> list[Mistake]:
+    """A failed episode that ended with a purchase or an answer chose wrongly."""
+    last = next((s for s in reversed(view.steps) if s.action), None)
+    trigger, bad = view.semantics.wrong_final_choice
+    if last is None or last.rule is None or not trigger or view.ended_by_limit:
+        return []
+    return [(trigger, bad)] if last.rule.name in view.semantics.terminal_rules else []
 
 
 def step_limit(view: EpisodeView) -> list[Mistake]:
@@ -108,7 +118,8 @@ def step_limit(view: EpisodeView) -> list[Mistake]:
 
 
 DETECTORS: tuple[Callable[[EpisodeView], list[Mistake]], ...] = (
-    rejected_actions, inadmissible_actions, repeated_actions, missing_evidence, step_limit,
+    rejected_actions, inadmissible_actions, repeated_actions, wrong_final_choice,
+    missing_evidence, step_limit,
 )
 
 

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Sequence
 from skillsft.pipeline.action_semantics import ActionRule, ActionSemantics
 from skillsft.pipeline.causal import AnalysedStep, FieldValue, type_of
 
-_NUMBERED_ROLES = frozenset({"Object"})
+_NUMBERED_ROLES = frozenset({"Object", "Entity"})
 # Roles a more specific one (Appliance, Light_Source) replaces for the same value.
 _GENERIC_ROLES = frozenset({"Location"})
 _FIELD_NAME = re.compile(r"\{(\w+)\}")

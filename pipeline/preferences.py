@@ -188,14 +188,13 @@ def find_candidates(
 # -- thoughts -----------------------------------------------------------------------------------
 
 
-def thought_request(task: str, block: str, side: Side, context_steps: int
+def thought_request(task: str, block: str, side: Side, context_steps: int, semantics: Any = None
                     ) -> TeacherRequest[DistillAnswer]:
     """Stage 3's request, asking for the one turn a pair needs, earlier turns as context."""
     turn = len(side.drafts) - 1
     described = [distill.describe_step(i, d) for i, d in enumerate(side.drafts)]
     context = described[max(0, turn - context_steps) : turn]
     text = distill.request_text(task, block, context, [described[turn]], [turn])
-    draft = side.drafts[turn]
     return TeacherRequest(
         request_id=side.request_id,
         kind=distill.KIND,
@@ -205,17 +204,13 @@ def thought_request(task: str, block: str, side: Side, context_steps: int
         ),
         answer_model=thoughts_answer_model((turn,)),
         prompt_version=distill.PROMPT_VERSION,
-        offline_context={
-            "goal": task,
-            "steps": [{"index": turn, "observation": draft.observation, "action": draft.action,
-                       "synthetic": draft.synthetic}],
-        },
+        offline_context=distill.offline_context(task, side.drafts, [turn], semantics),
     )
 
 
 def ask_thoughts(
     candidates: Sequence[Candidate], teacher: Teacher, options: PreferenceOptions,
-    counts: Counter[str],
+    counts: Counter[str], semantics: Any = None,
 ) -> tuple[dict[str, str], dict[str, str], BatchStats | None]:
     """(thought by request id, error by request id, usage); each turn is asked about once."""
     requests: dict[str, TeacherRequest[DistillAnswer]] = {}
@@ -223,7 +218,7 @@ def ask_thoughts(
         for side in (c.chosen, c.rejected):
             if side.request_id not in requests:
                 requests[side.request_id] = thought_request(
-                    c.group.task, c.block, side, options.context_steps)
+                    c.group.task, c.block, side, options.context_steps, semantics)
     counts["requests"] += len(requests)
     if not requests:
         return {}, {}, None
@@ -276,7 +271,8 @@ def build_preference_pairs(
     counts: Counter[str] = Counter()
     rejects: list[Reject] = []
     candidates = find_candidates(spec, groups, bank, options, counts, rejects)
-    thoughts, errors, stats = ask_thoughts(candidates, teacher, options, counts)
+    thoughts, errors, stats = ask_thoughts(candidates, teacher, options, counts,
+                                           spec.action_semantics)
     source = distill.source_of(teacher, stats)
     layout = spec.turn_layout()
     pairs: list[PreferencePair] = []

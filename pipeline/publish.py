@@ -73,6 +73,8 @@ class PublishOptions:
     max_shard_bytes: int = 500 * 1024 * 1024
     max_retries: int = 5
     retry_wait_seconds: float = 2.0  # first back-off wait; doubles up to 30 s
+    # An offline-teacher corpus is a smoke test; uploading one needs this explicit consent.
+    allow_offline: bool = False
 
 
 @dataclass
@@ -327,6 +329,11 @@ def publish(
             notes=[*export.notes,
                    "dry run: nothing was sent; the card was not merged with the Hub's"],
         )
+    if not options.allow_offline and build_report(work_dir, env).details.smoke_test:
+        raise PublishError(
+            f"{work_dir}: this {env} corpus was written by the offline teacher (a smoke-test "
+            "corpus, not training data); re-run with --teacher openai, or pass --allow-offline "
+            "to publish it anyway")
     api = api or HfApi(library_name="skillsft")
     token = api.token or get_token()
     if not token:

@@ -30,19 +30,23 @@ from typing import Any
 import orjson
 from pydantic import ValidationError
 
+from skillsft.pipeline.corpus_metrics import DEFAULT_CUTOFF_LEN, instruction_lengths, skill_use
 from skillsft.pipeline.envs import EnvSpec, get_env
 from skillsft.pipeline.render import BLOCK_TITLE
+from skillsft.pipeline.skill_selection import SkillSelection
 from skillsft.pipeline.teacher.pricing import PRICES_AS_OF
 from skillsft.schemas.base import OpenModel
 from skillsft.schemas.conversation import AlpacaRecord
 from skillsft.schemas.reject import Reject
 from skillsft.schemas.report import (
+    SMOKE_TEST_NOTE,
     ConsistencyCheck,
     CorpusStats,
     Distribution,
     ModelUsage,
     RunReport,
     RunReportDetails,
+    SkillUseReport,
     StageDetail,
     StageReport,
     TeacherUsage,
@@ -55,6 +59,7 @@ MANIFEST_DIR = ".skillsft"
 MANIFEST_SUFFIX = ".manifest.json"
 REJECTS_FILE = "rejects.jsonl"
 SKILL_BANK_FILE = "skill_bank.json"
+DISTILLED_FILE = "distilled_trajectories.json"
 HUB_DIR = "hub"
 
 # Conventional counter names, in the order they are tried, for the columns of the stage table.
@@ -391,7 +396,37 @@ def consistency_checks(
 # -- the report -------------------------------------------------------------------------------
 
 
-def build_report(work_dir: str | Path, env: str) -> RunReport:
+def skill_use_report(work_dir: Path, instructions: Sequence[str], cutoff_len: int,
+                     selection: str = "") -> SkillUseReport | None:
+    """Skill use from the distilled conversations, lengths from the corpus; None without
+    conversations (an unreadable file is a warning, not a crash)."""
+    path = work_dir / DISTILLED_FILE
+    try:
+        conversations = orjson.loads(path.read_bytes()) if path.is_file() else None
+    except orjson.JSONDecodeError as exc:
+        log.warning("%s: not readable JSON (%s); no skill-use figures", path, exc)
+        conversations = None
+    if not isinstance(conversations, list):
+        return None
+    use = skill_use([c for c in conversations if isinstance(c, dict)])
+    lengths = instruction_lengths(instructions, cutoff_len)
+    return SkillUseReport(
+        selection=selection, thoughts=use.thoughts, thoughts_with_skills_shown=use.with_block,
+        share_naming_a_shown_skill=use.share(use.by_title),
+        share_overlapping_a_shown_skill=use.share(use.by_overlap),
+        block_share_mean=lengths.block_share_mean, block_share_max=lengths.block_share_max,
+        cutoff_len=cutoff_len, instruction_tokens_max=lengths.tokens_max,
+        records_over_cutoff=lengths.over_cutoff)
+
+
+def selection_of(details: Sequence[StageDetail]) -> str:
+    """How the distill stage chose each record's skills, from its manifest parameters."""
+    params = next((d.params for d in details if d.stage == "distill"), None)
+    return "" if params is None else SkillSelection.from_params(params).describe()
+
+
+def build_report(work_dir: str | Path, env: str,
+                 cutoff_len: int = DEFAULT_CUTOFF_LEN) -> RunReport:
     """Read a work dir into a `RunReport`; warnings in the report say what could not be read."""
     work_dir = Path(work_dir)
     spec = get_env(env)
@@ -423,6 +458,8 @@ def build_report(work_dir: str | Path, env: str) -> RunReport:
         detail.rejects_file = rejects_files.get(detail.stage)
     rows = published_rows(work_dir, env)
     stats = corpus_stats(corpus.items, provenance.items if provenance.found else None, spec)
+    offline = "offline" in stats.records_by_source or any(
+        u.stage == "distill" and (u.model or "offline") == "offline" for u in usage)
     details = RunReportDetails(
         generated_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         stage_details=stage_details,
@@ -433,6 +470,9 @@ def build_report(work_dir: str | Path, env: str) -> RunReport:
         published_rows=rows,
         checks=consistency_checks(work_dir, env, len(corpus.items), stages, provenance, rows),
         warnings=warnings,
+        smoke_test=offline,
+        skill_use=skill_use_report(work_dir, [r.instruction for r in corpus.items], cutoff_len,
+                                   selection_of(stage_details)),
     )
     return RunReport(
         env=env,
@@ -467,6 +507,8 @@ def render_report_md(report: RunReport) -> str:
     d = report.details
     stats = d.corpus_stats
     out = [f"# skillsft run report: {report.env}", ""]
+    if d.smoke_test:
+        out += [f"> **{SMOKE_TEST_NOTE}**", ""]
     out.append(f"Generated {d.generated_at}. Total stage wall time {d.wall_seconds_total:.1f} s.")
     if d.skill_bank_sha256:
         out.append(f"Skill bank sha256 `{d.skill_bank_sha256}`.")
@@ -548,6 +590,21 @@ def render_report_md(report: RunReport) -> str:
         out.append(table(["source", "records"], stats.records_by_source.items()))
         out.append("")
 
+    if d.skill_use is not None:
+        u = d.skill_use
+        out += ["## Skills in the corpus", ""]
+        out.append(table(["measure", "value"], (
+            ("skills per record", u.selection or "unknown (no distill manifest)"),
+            ("thoughts (with skills shown)", f"{u.thoughts} ({u.thoughts_with_skills_shown})"),
+            ("thoughts naming a shown skill's title", f"{u.share_naming_a_shown_skill:.1%}"),
+            ("thoughts sharing >= 3 content words with a shown skill",
+             f"{u.share_overlapping_a_shown_skill:.1%}"),
+            ("experience block / instruction, mean (max)",
+             f"{u.block_share_mean:.1%} ({u.block_share_max:.1%})"),
+            (f"records over --cutoff-len {u.cutoff_len} (tokens = chars / 4)",
+             f"{u.records_over_cutoff} (longest {u.instruction_tokens_max})"),
+        )))
+        out.append("")
     if d.warnings:
         out += ["## Warnings", ""]
         out += [f"- {w}" for w in d.warnings]

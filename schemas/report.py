@@ -106,6 +106,27 @@ class ConsistencyCheck(StrictModel):
     ok: bool
 
 
+SMOKE_TEST_NOTE = (
+    "Smoke-test corpus: written by the offline (rule-based) teacher, which proves the pipeline "
+    "runs; it is not training data. Re-run with an LLM teacher (--teacher openai) for a corpus "
+    "to train on.")
+
+
+class SkillUseReport(StrictModel):
+    """How the corpus uses its skills (pipeline/corpus_metrics.py says how each is measured)."""
+
+    selection: str = ""  # which skills a record shows (--skills and its parameters)
+    thoughts: int = 0
+    thoughts_with_skills_shown: int = 0
+    share_naming_a_shown_skill: float = 0.0  # the thought contains a shown skill's title
+    share_overlapping_a_shown_skill: float = 0.0  # >= 3 content words shared with one skill
+    block_share_mean: float = 0.0  # experience block chars / instruction chars, per record
+    block_share_max: float = 0.0
+    cutoff_len: int = 8192
+    instruction_tokens_max: int = 0  # characters / 4
+    records_over_cutoff: int = 0
+
+
 class RunReportDetails(StrictModel):
     """Everything stage 5 adds to a `RunReport` (kept apart so the base model stays as is)."""
 
@@ -118,6 +139,9 @@ class RunReportDetails(StrictModel):
     published_rows: dict[str, int] = Field(default_factory=dict)  # split -> rows in hub/<env>/
     checks: list[ConsistencyCheck] = Field(default_factory=list)
     warnings: list[str] = Field(default_factory=list)
+    # True when the offline (rule-based) teacher wrote any of the corpus: a smoke-test corpus.
+    smoke_test: bool = False
+    skill_use: SkillUseReport | None = None
 
 
 class RunReport(StrictModel):

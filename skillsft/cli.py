@@ -88,6 +88,16 @@ def add_run_flags(parser: argparse.ArgumentParser) -> None:
                        help="recompute STAGE and everything that depends on it")
 
 
+def count_range(text: str) -> str:
+    """`N` or `N-M` (entries a skill-bank section should end with), checked, kept as text."""
+    from skillsft.pipeline.prompt_profiles import CountRange
+
+    try:
+        return str(CountRange.parse(text))
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 # Each stage flag, and the stages it means something to (a single-stage command offers only its
 # own; `run` offers all).
 STAGE_FLAGS: tuple[tuple[tuple[str, ...], str, dict[str, object]], ...] = (
@@ -98,6 +108,30 @@ STAGE_FLAGS: tuple[tuple[tuple[str, ...], str, dict[str, object]], ...] = (
       "help": "fail the stage when a larger share of its items fail (default 0.10)"}),
     (("aggregate",), "--batch-size",
      {"type": positive_int, "default": 40, "help": "max items merged per teacher call"}),
+    (("aggregate",), "--general-skills",
+     {"type": count_range, "default": "5-7", "help": "general principles the bank ends with"}),
+    (("aggregate",), "--category-skills",
+     {"type": count_range, "default": "5-6", "help": "skills per category the bank ends with"}),
+    (("aggregate",), "--common-mistakes",
+     {"type": count_range, "default": "5", "help": "common mistakes the bank ends with"}),
+    (("distill",), "--skills",
+     {"choices": ["category", "retrieve"], "default": "category",
+      "help": "skills per record: the task category's (default) or retrieved per task"}),
+    (("distill",), "--top-k-skills",
+     {"type": positive_int, "default": 6, "help": "with --skills retrieve: task-specific "
+      "skills per record (default 6)"}),
+    (("distill",), "--skill-threshold",
+     {"type": share, "default": 0.4, "help": "with --skills retrieve: least similarity a "
+      "skill needs (default 0.4)"}),
+    (("distill",), "--max-block-chars",
+     {"type": positive_int, "default": 6000, "help": "with --skills retrieve: cap on the "
+      "retrieved-experience block (default 6000)"}),
+    (("distill",), "--embedding-model",
+     {"default": "", "help": "with --skills retrieve: rank skills by this /v1/embeddings "
+      "model (default: a lexical scorer, no network)"}),
+    (("report",), "--cutoff-len",
+     {"type": positive_int, "default": 8192, "help": "training cutoff the report checks "
+      "instruction lengths against (tokens, default 8192)"}),
     (("distill", "flatten", "preferences"), "--history",
      {"type": positive_int, "default": 5, "help": "(observation, action) pairs per turn"}),
     (("distill", "preferences"), "--seed",
@@ -162,6 +196,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help="with --repo-id: share of trajectories held out as a validation split")
     run.add_argument("--preferences", action="store_true",
                      help="also write <env>_preference_pairs.jsonl (and publish it)")
+    run.add_argument("--allow-offline", action="store_true",
+                     help="with --repo-id: upload even an offline-teacher (smoke-test) corpus")
     add_selection_flags(run)
     add_teacher_flags(run, per_stage_models=True)
     add_stage_flags(run)
@@ -203,9 +239,12 @@ def build_parser() -> argparse.ArgumentParser:
     publish.add_argument("--commit-message", default=None)
     publish.add_argument("--validation-fraction", type=held_out_share, default=0.0)
     publish.add_argument("--dry-run", action="store_true")
+    publish.add_argument("--allow-offline", action="store_true",
+                         help="upload even an offline-teacher (smoke-test) corpus")
 
     report = add_command("report", "write report.json and report.md for a work dir")
     report.add_argument("--work-dir", required=True)
+    add_stage_flags(report, "report")
     return parser
 
 

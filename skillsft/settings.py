@@ -149,7 +149,16 @@ def stage_params(args: argparse.Namespace) -> dict[str, object]:
         "all_trajectories": getattr(args, "all_trajectories", None),
         "max_failure_rate": getattr(args, "max_failure_rate", None),
         "batch_size": getattr(args, "batch_size", None),
+        "general_skills": getattr(args, "general_skills", None),
+        "category_skills": getattr(args, "category_skills", None),
+        "common_mistakes": getattr(args, "common_mistakes", None),
         "history": getattr(args, "history", None),
+        "skills": getattr(args, "skills", None),
+        "top_k_skills": getattr(args, "top_k_skills", None),
+        "skill_threshold": getattr(args, "skill_threshold", None),
+        "max_block_chars": getattr(args, "max_block_chars", None),
+        "embedding_model": getattr(args, "embedding_model", None),
+        "cutoff_len": getattr(args, "cutoff_len", None),
         "seed": getattr(args, "seed", None),
         "keep_information": (None if not hasattr(args, "actions_only_history")
                              else not args.actions_only_history),
@@ -177,6 +186,7 @@ def build_root_task(args: argparse.Namespace, environ: Mapping[str, str]) -> lui
             revision=args.revision or "",
             validation_fraction=args.validation_fraction,
             preferences=args.preferences,
+            allow_offline=args.allow_offline,
             **selection_params(args),
             **teacher_params(args, environ),
             **stage_params(args),
@@ -225,6 +235,6 @@ def build_root_task(args: argparse.Namespace, environ: Mapping[str, str]) -> lui
     if command == "report":
         from skillsft.tasks.report import report_command
 
-        report_command(Path(args.work_dir))
+        report_command(Path(args.work_dir), args.cutoff_len)
         raise CommandDone(0)
     raise UsageError(f"unknown command {command}")

@@ -12,6 +12,8 @@ import luigi
 SELECTION = ("min_trajs_per_env", "n_trajs_per_env", "n_success_envs", "n_fail_envs",
              "include_mixed", "label_min_outcomes", "failure_ratio", "source_ranges")
 RENDERING = ("history", "seed", "keep_information")
+SKILL_SELECTION = ("skills", "top_k_skills", "skill_threshold", "max_block_chars",
+                   "embedding_model")
 
 
 class EnvParams:
@@ -61,9 +63,22 @@ class MemoryParams(FailureParams):
 
 class AggregateParams:
     batch_size = luigi.IntParameter(default=40)
+    # How many entries each skill-bank section ends with (`N` or `N-M`, see BankShape).
+    general_skills = luigi.Parameter(default="5-7")
+    category_skills = luigi.Parameter(default="5-6")
+    common_mistakes = luigi.Parameter(default="5")
 
 
 class DistillParams:
     history = luigi.IntParameter(default=5)
+    # Which skills a record's block shows (pipeline/skill_selection.py); in the fingerprint only
+    # when not the default, so a default run keeps the fingerprints of earlier runs.
+    skills = luigi.ChoiceParameter(choices=["category", "retrieve"], var_type=str,
+                                   default="category")
+    top_k_skills = luigi.IntParameter(default=6)
+    skill_threshold = luigi.FloatParameter(default=0.4)
+    max_block_chars = luigi.IntParameter(default=6000)
+    embedding_model = luigi.Parameter(default="")
+    cutoff_len = luigi.IntParameter(default=8192)  # the report's instruction-length check
     seed = luigi.IntParameter(default=0)
     keep_information = luigi.BoolParameter(default=True)

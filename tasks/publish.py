@@ -25,6 +25,7 @@ class PublishCorpus(BuildReport):
     private = luigi.BoolParameter(default=False)
     revision = luigi.Parameter(default="")
     validation_fraction = luigi.FloatParameter(default=0.0)
+    allow_offline = luigi.BoolParameter(default=False)
 
     @property
     def output_name(self) -> str:  # type: ignore[override]
@@ -35,7 +36,8 @@ class PublishCorpus(BuildReport):
 
     def compute(self) -> StageOutput:
         options = PublishOptions(private=self.private, revision=self.revision or None,
-                                 validation_fraction=self.validation_fraction)
+                                 validation_fraction=self.validation_fraction,
+                                 allow_offline=self.allow_offline)
         result = publish(Path(self.work_dir), self.env, self.repo_id, options)
         print("\n".join(result.summary_lines()))
         receipt = {"repo_id": result.repo_id, "revision": result.revision,
@@ -54,6 +56,7 @@ def publish_command(args: argparse.Namespace) -> int:
     options = PublishOptions(
         private=args.private, revision=args.revision, dry_run=args.dry_run,
         commit_message=args.commit_message, validation_fraction=args.validation_fraction,
+        allow_offline=args.allow_offline,
     )
     try:
         result = publish(work_dir, env, args.repo_id or f"<you>/{env}-sft", options)

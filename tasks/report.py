@@ -16,9 +16,9 @@ def detect_env(work_dir: Path) -> str:
     raise SystemExit(f"skillsft: {work_dir} holds no finished stage; run `skillsft run` first")
 
 
-def report_command(work_dir: Path) -> None:
+def report_command(work_dir: Path, cutoff_len: int = 8192) -> None:
     env = detect_env(work_dir)
-    report = build_report(work_dir, env)
+    report = build_report(work_dir, env, cutoff_len)
     write_bytes_atomically(work_dir / "report.json", jsonio.dumps(report))
     write_bytes_atomically(work_dir / "report.md", render_report_md(report).encode())
     print(f"skillsft: wrote {work_dir / 'report.json'} and {work_dir / 'report.md'}")

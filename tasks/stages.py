@@ -23,6 +23,7 @@ from skillsft.tasks.base import StageOutput, StageTask, hash_file, signature_of_
 from skillsft.tasks.params import (
     RENDERING,
     SELECTION,
+    SKILL_SELECTION,
     AggregateParams,
     DistillParams,
     FailureParams,
@@ -156,7 +157,8 @@ class AggregateSkillBank(FromInputs, SelectionParams, TeacherParams, MemoryParam
                          AggregateParams, StageTask):
     stage = "aggregate"
     output_name = "skill_bank.json"
-    shaping_params = ("teacher", "base_url", "aggregate_model", "batch_size")
+    shaping_params = ("teacher", "base_url", "aggregate_model", "batch_size", "general_skills",
+                      "category_skills", "common_mistakes")
 
     def upstream(self) -> luigi.Task:
         return self.clone(GenerateMemories)
@@ -172,6 +174,7 @@ class AggregateSkillBank(FromInputs, SelectionParams, TeacherParams, MemoryParam
             AggregationError,
             aggregate_memories,
         )
+        from skillsft.pipeline.prompt_profiles import BankShape, CountRange
         from skillsft.pipeline.skill_bank_io import load_memory_files
 
         spec = get_env(self.env)
@@ -185,9 +188,13 @@ class AggregateSkillBank(FromInputs, SelectionParams, TeacherParams, MemoryParam
             return StageOutput(payload=b"", side_files=side_files, outcome=outcome,
                                rejects_name="aggregate_rejects.jsonl")
         teacher = build_teacher(self, "aggregate", self.aggregate_model)
+        shape = BankShape(CountRange.parse(self.general_skills),
+                          CountRange.parse(self.category_skills),
+                          CountRange.parse(self.common_mistakes))
         try:
             result = aggregate_memories(
-                loaded.memories, spec, teacher, AggregateOptions(batch_size=self.batch_size)
+                loaded.memories, spec, teacher,
+                AggregateOptions(batch_size=self.batch_size, shape=shape),
             )
         except AggregationError as error:
             failed = [Reject(stage=self.stage, file=inputs, reason="teacher_error",
@@ -233,6 +240,34 @@ class Distill(FromInputs, SelectionParams, TeacherParams, MemoryParams, Aggregat
 
         return {"prompt/distill": PROMPT_VERSION}
 
+    def fingerprinted_params(self) -> dict[str, Any]:
+        params = super().fingerprinted_params()
+        if self.skills != "category":
+            chosen = self.to_str_params(only_significant=True)
+            params.update({k: chosen[k] for k in SKILL_SELECTION if k in chosen})
+        return dict(sorted(params.items()))
+
+    def skill_selection(self) -> Any:
+        from skillsft.pipeline.skill_selection import SkillSelection
+
+        return SkillSelection(mode=self.skills, top_k=self.top_k_skills,
+                              threshold=self.skill_threshold,
+                              max_block_chars=self.max_block_chars,
+                              embedding_model=self.embedding_model)
+
+    def scorer(self) -> Any:
+        """Embeddings when --embedding-model is given (journaled in the work dir), else
+        lexical."""
+        from skillsft.pipeline.skill_selection import EmbeddingScorer, LexicalScorer
+        from skillsft.pipeline.teacher.embeddings import EmbeddingClient
+        from skillsft.pipeline.teacher.settings import TeacherSettings
+
+        if self.skills != "retrieve" or not self.embedding_model:
+            return LexicalScorer()
+        settings = TeacherSettings.resolve(teacher="openai", base_url=self.base_url or None)
+        return EmbeddingScorer(EmbeddingClient(settings, self.embedding_model,
+                                               Path(self.work_dir) / "journal"))
+
     def compute(self) -> StageOutput:
         from skillsft.pipeline.conversations import RenderOptions
         from skillsft.pipeline.distill import DistillOptions, distill
@@ -247,8 +282,9 @@ class Distill(FromInputs, SelectionParams, TeacherParams, MemoryParams, Aggregat
             render=RenderOptions(history=self.history, seed=self.seed,
                                  search_information=self.keep_information),
             input_name=str(inputs[0]),
+            skills=self.skill_selection(),
         )
-        result = distill(loaded.records, spec, bank, teacher, options)
+        result = distill(loaded.records, spec, bank, teacher, options, self.scorer())
         rejects = loaded.rejects + result.failures
         attempted = result.counts.get("trajectories_attempted", 0) + len(loaded.rejects)
         return StageOutput(
@@ -317,8 +353,8 @@ class BuildReport(Flatten):
 
     stage = "report"
     output_name = "report.json"  # type: ignore[assignment]
-    shaping_params = ()
-    preferences = luigi.BoolParameter(default=False)  # also preference pairs (issue 14)
+    shaping_params = ("cutoff_len",)
+    preferences = luigi.BoolParameter(default=False)  # also preference pairs
 
     def requires(self) -> list[luigi.Task]:
         from skillsft.tasks.preferences import PreferencePairs, SkillDocument
@@ -329,7 +365,7 @@ class BuildReport(Flatten):
     def compute(self) -> StageOutput:
         from skillsft.pipeline.report import build_report, render_report_md
 
-        report = build_report(Path(self.work_dir), self.env)
+        report = build_report(Path(self.work_dir), self.env, self.cutoff_len)
         return StageOutput(
             payload=jsonio.dumps(report),
             side_files={"report.md": render_report_md(report).encode()},
@@ -348,6 +384,7 @@ class RunEnv(SelectionParams, TeacherParams, MemoryParams, AggregateParams, Dist
     revision = luigi.Parameter(default="")
     validation_fraction = luigi.FloatParameter(default=0.0)
     preferences = luigi.BoolParameter(default=False)
+    allow_offline = luigi.BoolParameter(default=False)
 
     def requires(self) -> list[luigi.Task]:
         wanted: list[luigi.Task] = [self.clone(BuildReport)]

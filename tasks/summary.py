@@ -12,7 +12,10 @@ from skillsft.tasks.base import StageTask
 
 
 def summary_lines(graph: Iterable[luigi.Task]) -> list[str]:
+    from skillsft.schemas.report import SMOKE_TEST_NOTE
+
     lines = ["", "skillsft summary"]
+    offline = False
     for task in graph:
         if not isinstance(task, StageTask):
             continue
@@ -25,6 +28,7 @@ def summary_lines(graph: Iterable[luigi.Task]) -> list[str]:
         shown = ", ".join(f"{k}={v}" for k, v in sorted(counts.items()))
         lines.append(f"  {task.stage_name():<10} {manifest.get('wall_seconds', 0):>8.1f}s  {shown}")
         for usage in manifest.get("teacher", []):
+            offline = offline or (usage.get("model") or "offline") == "offline"
             cost = usage.get("cost_usd")
             cost_text = "cost unknown" if cost is None else f"${cost:.4f}"
             lines.append(
@@ -34,6 +38,8 @@ def summary_lines(graph: Iterable[luigi.Task]) -> list[str]:
                 f"{usage.get('prompt_tokens', 0)}+{usage.get('completion_tokens', 0)} {cost_text}"
             )
         lines.append(f"  {'':<10} -> {target.path}")
+    if offline:
+        lines += ["", f"  NOTE: {SMOKE_TEST_NOTE}"]
     return lines
 
 

@@ -6,9 +6,9 @@ version, and the structured data the request was rendered from) and hands a batc
 answer or a recorded failure with its reason and raw text. Never a silent None.
 
 The `offline_context` is what lets the offline teacher answer without a network: each request
-`kind` has a solver registered in `OFFLINE_SOLVERS` (by the stage module that owns the kind)
-that derives a schema-valid answer from that context. It is not part of the journal key: the
-rendered messages already are.
+`kind` has a solver in `OFFLINE_SOLVERS`, filled explicitly by the offline teacher's package
+(pipeline/teacher/offline/), that derives a schema-valid answer from that context. It is not
+part of the journal key: the rendered messages already are.
 """
 
 from collections.abc import Callable, Sequence
@@ -73,13 +73,3 @@ class Teacher(Protocol):
 
 OfflineSolver = Callable[[Any], BaseModel]
 OFFLINE_SOLVERS: dict[str, OfflineSolver] = {}
-
-
-def register_offline_solver(kind: str) -> Callable[[OfflineSolver], OfflineSolver]:
-    """Decorator a stage module uses to teach the offline teacher one request kind."""
-
-    def decorate(solver: OfflineSolver) -> OfflineSolver:
-        OFFLINE_SOLVERS[kind] = solver
-        return solver
-
-    return decorate

@@ -55,13 +55,14 @@ class CountingTeacher:
 
 
 @pytest.mark.parametrize("env", ENVS)
-def test_released_memories_give_a_valid_bank_with_every_used_category(shared_dir, env):
+def test_released_memories_give_a_valid_bank_with_every_succeeded_category(shared_dir, env):
     spec = get_env(env)
     loaded = load_memory_files(_memory_files(shared_dir, env), spec)
     assert loaded.rejects == []
     result = aggregate_memories(loaded.memories, spec, OfflineTeacher(show_progress=False))
     bank = SkillBank.model_validate(json.loads(jsonio.dumps(result.bank)))
-    used = {c for c, v in bank.metadata["category_distribution"].items() if sum(v.values())}
+    # Category skills come from success patterns only; a failure's lesson is a common mistake.
+    used = {c for c, v in bank.metadata["category_distribution"].items() if v["success"]}
     assert used, "the released file should cover some categories"
     per_category = getattr(bank, spec.bank_category_key)
     assert set(per_category) == set(spec.categories)

@@ -8,9 +8,10 @@ import pytest
 
 from skillsft.pipeline.causal import analyse, chain_backward
 from skillsft.pipeline.envs import get_env
-from skillsft.pipeline.memories import MemoryContext, solve_memory
+from skillsft.pipeline.memories import MemoryContext
 from skillsft.pipeline.parse import parse_rollouts
 from skillsft.pipeline.selection import SelectionOptions
+from skillsft.pipeline.teacher.offline.memory import solve_memory
 from skillsft.schemas.trajectory import Step, TrajectorySet
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "rollouts"
@@ -117,7 +118,8 @@ def test_alfworld_lamp_needs_holding_the_object_where_the_lamp_is():
     ], won=True)
     answer = solve_memory(_context(record, "alfworld"))
     assert [s.step_index for s in answer.refined_trajectory] == [0, 1, 5, 6]
-    assert answer.planning_pattern.endswith("Use [Light_Source] while holding [Object_1]")
+    assert answer.planning_pattern.endswith("Take [Object_1] from [Location] -> Go to [Location] "
+                                            "-> Use [Light_Source]")
 
 
 def test_webshop_keeps_search_product_options_buy():
@@ -160,7 +162,7 @@ def test_search_keeps_only_queries_whose_information_holds_the_answer():
 
     answer = solve_memory(build_context(record, 0, get_env("search")))
     assert [s.step_index for s in answer.refined_trajectory] == [1, 3]
-    assert answer.planning_pattern == "Search for [Query] -> Answer with [Answer]"
+    assert answer.planning_pattern == "Search [Entity_1] -> Synthesize [Answer]"
 
 
 def test_failure_mistakes_name_rejected_actions_repeats_and_the_step_limit():
@@ -198,3 +200,61 @@ def test_solver_is_deterministic_on_the_examples(env):
     for record in records:
         ctx = build_context(record, 0, spec)
         assert solve_memory(ctx) == solve_memory(ctx)
+
+
+# -- the three rule errors of issue 11 ---------------------------------------------------------
+
+
+def test_alfworld_lamp_switched_on_before_the_pick_up_stays_in_the_refined_trajectory():
+    record = _record("look at bowl under the desklamp", [
+        (None, "You are in the middle of a room."),
+        ("go to desk 1", "On the desk 1, you see a desklamp 1 and a pen 1."),
+        ("use desklamp 1", "You turn on the desklamp 1."),
+        ("go to shelf 1", "On the shelf 1, you see a bowl 1."),
+        ("go to bed 1", "On the bed 1, you see a pillow 1."),
+        ("go to shelf 1", "On the shelf 1, you see a bowl 1."),
+        ("take bowl 1 from shelf 1", "You pick up the bowl 1 from the shelf 1."),
+        ("go to desk 1", "On the desk 1, you see a desklamp 1 and a pen 1."),
+    ], won=True)
+    answer = solve_memory(_context(record, "alfworld"))
+    assert [s.action for s in answer.refined_trajectory] == [
+        "go to desk", "use desklamp", "go to shelf", "take bowl from shelf", "go to desk"]
+    assert [s.step_index for s in answer.refined_trajectory] == [0, 1, 4, 5, 6]
+
+
+def test_webshop_wrong_purchase_is_a_wrong_choice_not_a_spent_step_budget():
+    record = _record("i need a red shirt with color: red, and size: large, and price lower "
+                     "than 30.00 dollars", [
+        (None, "WebShop [SEP] Search"),
+        ("search[red shirt]", "Back to Search [SEP] B01ABCDEFG [SEP] Blue shirt"),
+        ("click[b01abcdefg]", "blue shirt [SEP] size [SEP] small"),
+        ("click[buy now]", "Thank you for shopping with us! Your score: 0.25"),
+    ], won=False)
+    ctx = _context(record, "webshop")
+    assert not ctx.ended_by_limit
+    answer = solve_memory(ctx)
+    text = json.dumps([m.model_dump() for m in answer.mistakes_to_avoid])
+    assert "do not match every requirement" in text
+    assert "step budget" not in text and "step budget" not in answer.contextual_description
+
+
+def test_search_refinement_keeps_the_search_that_found_the_bridge_entity():
+    from skillsft.pipeline.memories import build_context
+    from skillsft.schemas.trajectory import SearchStep, SearchTrajectorySet
+
+    steps = [
+        SearchStep(step_id="Step 0", action="<search>director of Film X</search>",
+                   observation="Doc: Film X (1999) was directed by Jane Bridgewater."),
+        SearchStep(step_id="Step 1", action="<search>Film X box office</search>",
+                   observation="Doc: Film X earned 3 million."),
+        SearchStep(step_id="Step 2", action="<search>Jane Bridgewater birthplace</search>",
+                   observation="Doc: Jane Bridgewater was born in Oslo, Norway."),
+        SearchStep(step_id="Step 3", action="<answer>Oslo</answer>", observation=""),
+    ]
+    record = SearchTrajectorySet(env_id="q2", task="where was the director of film x born?",
+                                 type="all_success", data_source="hotpotqa", outcome="Success",
+                                 reward=1.0, trajectories=[steps])
+    answer = solve_memory(build_context(record, 0, get_env("search")))
+    assert [s.step_index for s in answer.refined_trajectory] == [0, 2, 3]
+    assert answer.planning_pattern == ("Search [Entity_1] -> Search [Entity_2] -> "
+                                       "Synthesize [Answer]")

@@ -27,7 +27,8 @@ from tests.support.hub_server import FakeHub, running_hub
 
 TOKEN = "hf_TESTtokenThatMustNeverLeak0123456789"
 REPO = "someone/agent-sft"
-FAST = {"retry_wait_seconds": 0.0}
+# The fixture corpus is partly offline-written; these tests are about uploading, not consent.
+FAST = {"retry_wait_seconds": 0.0, "allow_offline": True}
 
 
 @pytest.fixture
@@ -321,3 +322,18 @@ def test_secret_endpoint_parts_never_reach_the_hub(work_dir: Path, hub: FakeHub,
     card = hub.files(REPO)["README.md"].decode()
     assert SECRET_URL not in card and "sekrit" not in card
     assert io.StringIO(card).readline() == "---\n"
+
+
+def test_an_offline_teacher_corpus_is_refused_without_allow_offline(
+    work_dir: Path, hub: FakeHub, api: HfApi
+) -> None:
+    with pytest.raises(PublishError, match="offline teacher.*--allow-offline"):
+        publish(work_dir, "alfworld", REPO, PublishOptions(retry_wait_seconds=0.0), api=api)
+    assert not hub.commits
+    publish(work_dir, "alfworld", REPO, PublishOptions(**FAST), api=api)
+    assert len(hub.commits) == 1
+
+
+def test_the_card_labels_an_offline_corpus(work_dir: Path) -> None:
+    export = export_local(work_dir, "alfworld", PublishOptions())
+    assert "Smoke-test corpus" in (export.root / "README.md").read_text()

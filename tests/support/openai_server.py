@@ -19,6 +19,7 @@ import argparse
 import contextlib
 import hashlib
 import json
+import re
 import socket
 import threading
 import time
@@ -70,6 +71,7 @@ class ServerStats:
     faults: Counter[str] = field(default_factory=Counter)
     bodies: list[dict[str, Any]] = field(default_factory=list)
     authorization_seen: set[str] = field(default_factory=set)
+    embedded_texts: list[str] = field(default_factory=list)  # every text sent to /embeddings
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -155,6 +157,18 @@ def schema_of_request(body: dict[str, Any]) -> dict[str, Any] | None:
     return None
 
 
+EMBEDDING_DIMENSIONS = 64
+
+
+def text_vector(text: str) -> list[float]:
+    """A unit bag-of-words vector: each word (4+ letters) hashed into one of 64 dimensions."""
+    vector = [0.0] * EMBEDDING_DIMENSIONS
+    for word in re.findall(r"[a-z]{4,}", text.lower()):
+        vector[int(hashlib.sha256(word.encode()).hexdigest(), 16) % EMBEDDING_DIMENSIONS] += 1.0
+    norm = sum(v * v for v in vector) ** 0.5 or 1.0
+    return [v / norm for v in vector]
+
+
 def schema_answer(body: dict[str, Any]) -> str:
     schema = schema_of_request(body)
     return json.dumps(example_from_schema(schema) if schema else {})
@@ -183,6 +197,9 @@ class _Handler(BaseHTTPRequestHandler):
             self.server.owner.reset()
             self._send_json(200, {"ok": True})
             return
+        if self.path.rstrip("/").endswith("/embeddings"):
+            self._embeddings(json.loads(raw))
+            return
         if not self.path.rstrip("/").endswith("/chat/completions"):
             self._send_json(404, {"error": {"message": f"no route {self.path}"}})
             return
@@ -203,6 +220,22 @@ class _Handler(BaseHTTPRequestHandler):
         finally:
             with owner.lock:
                 owner.stats.in_flight -= 1
+
+    def _embeddings(self, body: dict[str, Any]) -> None:
+        """POST /v1/embeddings: one vector per input, from the words of that input, so texts
+        sharing words are close and a mixed-up vector changes a similarity."""
+        owner = self.server.owner
+        texts = body.get("input", [])
+        texts = [texts] if isinstance(texts, str) else list(texts)
+        with owner.lock:
+            owner.stats.total += 1
+            owner.stats.embedded_texts.extend(texts)
+            owner.stats.authorization_seen.add(self.headers.get("Authorization", ""))
+        data = [{"object": "embedding", "index": i, "embedding": text_vector(t)}
+                for i, t in enumerate(texts)]
+        tokens = sum(len(t) // 4 for t in texts)
+        self._send_json(200, {"object": "list", "data": data, "model": body.get("model", ""),
+                              "usage": {"prompt_tokens": tokens, "total_tokens": tokens}})
 
     def _answer(
         self, owner: "FakeOpenAIServer", body: dict[str, Any], content_hash: str, attempt: int

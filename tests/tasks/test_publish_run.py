@@ -19,7 +19,7 @@ def test_run_with_a_repo_id_publishes_once(tmp_path: Path) -> None:
         env = {**os.environ, "HF_ENDPOINT": hub.url, "HF_TOKEN": TOKEN,
                "HF_HUB_DISABLE_TELEMETRY": "1", "HF_HOME": str(tmp_path / "hf")}
         command = [sys.executable, "-m", "skillsft", "run", "alfworld", "--teacher", "offline",
-                   "--work-dir", str(work), "--repo-id", "someone/agent-sft"]
+                   "--work-dir", str(work), "--repo-id", "someone/agent-sft", "--allow-offline"]
         first = subprocess.run(command, cwd=REPO_ROOT, env=env, capture_output=True, text=True)
         assert first.returncode == 0, first.stdout[-2000:] + first.stderr[-2000:]
         files = hub.files("someone/agent-sft")
@@ -35,3 +35,17 @@ def test_run_with_a_repo_id_publishes_once(tmp_path: Path) -> None:
         if path.is_file():
             assert TOKEN.encode() not in path.read_bytes(), path
     assert TOKEN not in first.stdout + first.stderr
+    assert "Smoke-test corpus" in first.stdout
+
+
+def test_run_refuses_to_publish_an_offline_corpus_without_consent(tmp_path: Path) -> None:
+    with running_hub() as hub:
+        env = {**os.environ, "HF_ENDPOINT": hub.url, "HF_TOKEN": TOKEN,
+               "HF_HUB_DISABLE_TELEMETRY": "1", "HF_HOME": str(tmp_path / "hf")}
+        command = [sys.executable, "-m", "skillsft", "run", "alfworld", "--teacher", "offline",
+                   "--work-dir", str(tmp_path / "w"), "--repo-id", "someone/agent-sft"]
+        done = subprocess.run(command, cwd=REPO_ROOT, env=env, capture_output=True, text=True)
+        assert done.returncode != 0
+        assert "--allow-offline" in done.stdout + done.stderr
+        assert not hub.commits
+    assert "Smoke-test corpus" in (tmp_path / "w" / "report.md").read_text()

@@ -1,10 +1,10 @@
 """The teacher a newcomer gets without an API key: rule-based, deterministic, no network.
 
-Each request kind is answered by the solver its stage registered in `OFFLINE_SOLVERS`, from the
-request's `offline_context` (the trajectory data the prompt was rendered from). The answer is
-validated against the request's answer model exactly like a model's reply, and a missing
-solver, a solver error or an invalid answer is a recorded failure, not a crash, so one odd
-trajectory cannot stop a run. Nothing is paid, so nothing is journaled.
+Each request kind is answered by its solver in `OFFLINE_SOLVERS` (filled by this package's
+`__init__`), from the request's `offline_context` (the trajectory data the prompt was rendered
+from). The answer is validated against the request's answer model exactly like a model's
+reply, and a missing solver, a solver error or an invalid answer is a recorded failure, not a
+crash, so one odd trajectory cannot stop a run. Nothing is paid, so nothing is journaled.
 """
 
 import logging
@@ -62,7 +62,7 @@ def solve(request: TeacherRequest[Any]) -> TeacherResult[Any]:
             request,
             "unknown_kind",
             f"no offline solver for request kind {request.kind!r} (known: {known}); "
-            "import the stage module that registers it",
+            "add it to SOLVERS in pipeline/teacher/offline/__init__.py",
         )
     try:
         produced = solver(request.offline_context)
