@@ -181,8 +181,8 @@ def test_publish_uploads_pairs_config_and_skill_document(tmp_path: Path, monkeyp
     with running_hub() as hub:
         hub.seed_repo("someone/agent", {
             "alfworld_preferences/train-00000-of-00002.parquet": b"stale shard"})
-        publish(work, "alfworld", "someone/agent", PublishOptions(retry_wait_seconds=0.0, allow_offline=True),
-                api=HfApi(endpoint=hub.url))
+        options = PublishOptions(retry_wait_seconds=0.0, allow_offline=True)
+        publish(work, "alfworld", "someone/agent", options, api=HfApi(endpoint=hub.url))
         [commit] = hub.commits
         files = hub.files("someone/agent")
     assert sorted(commit.added) == ["README.md", "alfworld/train-00000-of-00001.parquet",
