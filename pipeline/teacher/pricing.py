@@ -13,6 +13,7 @@ from skillsft.pipeline import jsonio
 from skillsft.pipeline.errors import ConfigError
 
 PRICES_AS_OF = "2025-08-01"
+BATCH_DISCOUNT = 0.5  # OpenAI's Batch API bills half the live price
 
 # model -> (USD per 1M input tokens, USD per 1M output tokens)
 DEFAULT_PRICES: dict[str, tuple[float, float]] = {
@@ -55,6 +56,13 @@ class PriceTable:
             merged.update(load_price_file(price_file))
         merged.update(overrides or {})
         return cls(merged)
+
+    def for_batch(self) -> "PriceTable":
+        """The same table at the Batch API's price (`BATCH_DISCOUNT` of the live price)."""
+        table = PriceTable()
+        table.prices = {model: (pair[0] * BATCH_DISCOUNT, pair[1] * BATCH_DISCOUNT)
+                        for model, pair in self.prices.items()}
+        return table
 
     def price(self, model: str) -> tuple[float, float] | None:
         if model in self.prices:
