@@ -65,6 +65,15 @@ def add_teacher_flags(parser: argparse.ArgumentParser, *, per_stage_models: bool
     group.add_argument("--prices", default=None, metavar="FILE",
                        help='JSON {"model": [usd_per_1M_input, usd_per_1M_output]} overriding '
                        "the built-in price table")
+    group.add_argument("--batch", nargs="?", const="all", default=None, metavar="STAGES",
+                       help="send requests through the provider's Batch API at half price: "
+                       "every teacher stage, or only STAGES (comma-separated, e.g. "
+                       "memories,distill)")
+    group.add_argument("--batch-wait", action="store_true",
+                       help="with --batch: poll until the batches finish instead of exiting "
+                       "with the stage waiting")
+    group.add_argument("--batch-poll", type=non_negative_float, default=30.0, metavar="SECONDS",
+                       help="seconds between polls while waiting (default 30)")
     if per_stage_models:
         group.add_argument("--memory-model", default=None)
         group.add_argument("--aggregate-model", default=None)
@@ -228,6 +237,10 @@ def explain_failure(unfinished: Sequence[luigi.Task], log_path: Path) -> int:
     """One line per failed stage; exit 2 when the user fixes it in the configuration, else 1."""
     failures = [f for t in unfinished if isinstance(t, StageTask)
                 if (f := read_failure(t.output_file())) is not None]
+    if failures and all(f.waiting for f in failures):
+        for failure in failures:
+            print(f"skillsft: {failure.stage} is waiting for its batches: {failure.message}")
+        return 0
     for failure in failures:
         where = "" if failure.deliberate else f" (an unexpected error: traceback in {log_path})"
         print(f"skillsft: {failure.stage} failed: {failure.message}{where}", file=sys.stderr)

@@ -97,8 +97,32 @@ def teacher_params(args: argparse.Namespace, environ: Mapping[str, str]) -> dict
                         ("distill", "distill_model")):
         chosen = getattr(args, flag, None)
         params[flag] = (chosen or resolved.model_for(stage)) if resolved.teacher == "openai" else ""
+    params.update(batch_params(args, resolved))
     print(f"skillsft: {announce(resolved, 'this run')}")
     return params
+
+
+TEACHER_STAGES = ("memories", "aggregate", "distill")
+
+
+def batch_params(args: argparse.Namespace, resolved: TeacherSettings) -> dict[str, object]:
+    """--batch [STAGES]: all teacher stages, or the named ones; a single-stage command's own."""
+    chosen = getattr(args, "batch", None)
+    if chosen is None:
+        stages: tuple[str, ...] = ()
+    elif chosen == "all":
+        stages = TEACHER_STAGES if args.command == "run" else (args.command,)
+    else:
+        stages = tuple(name.strip() for name in chosen.split(",") if name.strip())
+        unknown = [name for name in stages if name not in TEACHER_STAGES]
+        if unknown:
+            raise UsageError(f"--batch {chosen}: {', '.join(unknown)} is not a teacher stage "
+                             f"(choose from {', '.join(TEACHER_STAGES)})")
+    if stages and resolved.teacher != "openai":
+        raise UsageError("--batch needs the openai teacher (an API key, or --teacher openai); "
+                         "the offline teacher answers at once and for free")
+    return {"batch_stages": stages, "batch_wait": bool(getattr(args, "batch_wait", False)),
+            "batch_poll": getattr(args, "batch_poll", 30.0)}
 
 
 def describe_settings_error(

@@ -46,6 +46,11 @@ class TeacherParams:
     rpm = luigi.IntParameter(default=0, significant=False)
     tpm = luigi.IntParameter(default=0, significant=False)
     prices = luigi.Parameter(default="", significant=False)
+    # The Batch API (--batch): which stages use it, and whether to wait for it. A batch answer
+    # is journaled under the same key as a live one, so these never change the output either.
+    batch_stages = luigi.ListParameter(default=(), significant=False)
+    batch_wait = luigi.BoolParameter(default=False, significant=False)
+    batch_poll = luigi.FloatParameter(default=30.0, significant=False)
 
 
 class MemoryParams:

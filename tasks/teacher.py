@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from skillsft.pipeline.teacher.base import BatchStats, Teacher
+from skillsft.pipeline.teacher.batch.teacher import BatchOptions
 from skillsft.pipeline.teacher.factory import make_teacher
 from skillsft.pipeline.teacher.settings import TeacherSettings
 
@@ -23,7 +24,10 @@ def build_teacher(task: Any, stage: str, model: str) -> Teacher:
         tpm=task.tpm or None,
         price_file=task.prices or None,
     )
-    return make_teacher(settings, journal_dir=Path(task.work_dir) / "journal", stage=stage)
+    batch = (BatchOptions(wait=task.batch_wait, poll_seconds=task.batch_poll)
+             if task.stage_name() in task.batch_stages else None)
+    return make_teacher(settings, journal_dir=Path(task.work_dir) / "journal", stage=stage,
+                        batch=batch)
 
 
 def stats_to_dict(stats: BatchStats) -> dict[str, Any]:

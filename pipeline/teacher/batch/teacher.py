@@ -64,7 +64,7 @@ class BatchesPending(SkillsftError):  # noqa: N818 - a state, reported as "waiti
     def __init__(self, stage: str, batch_ids: list[str], items: int) -> None:
         shown = ", ".join(batch_ids[:5]) + (" ..." if len(batch_ids) > 5 else "")
         super().__init__(
-            f"{stage}: {items} requests in {len(batch_ids)} batch(es) at the provider "
+            f"{items} requests in {len(batch_ids)} batch(es) at the provider "
             f"({shown}); batches finish within 24 hours, usually much sooner: re-run the same "
             "command to collect them (or add --batch-wait to wait)"
         )
