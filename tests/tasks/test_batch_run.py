@@ -1,5 +1,7 @@
 """`skillsft run --batch` end to end through Luigi and the local server's Batch API."""
 
+import os
+import signal
 from pathlib import Path
 
 import pytest
@@ -57,3 +59,32 @@ def test_without_wait_each_run_exits_0_waiting_until_the_batches_are_collected(
     assert server.stats.total == aggregate_calls > 0
     assert set(server.stats.paid_by_prompt.values()) == {1}
     assert len(server.batches.batches) == 2
+
+
+def test_run_killed_right_after_submitting_resumes_without_paying_twice(
+        tmp_path: Path, server_factory) -> None:
+    live_server = server_factory(responder=stage_responder)
+    reference = tmp_path / "live"
+    finish(skillsft("search", reference, live_server.base_url))
+
+    running: list = []
+
+    def kill_run(batch_id: str) -> None:
+        if batch_id == "batch_00002":  # aggregation's batch: memories are already collected
+            os.killpg(running[0].pid, signal.SIGKILL)
+            running[0].wait(timeout=60)
+
+    server = server_factory(responder=stage_responder, on_batch_created=kill_run)
+    work = tmp_path / "batch"
+    running.append(skillsft("search", work, server.base_url, "--batch", "--batch-wait",
+                            "--batch-poll", "0.01"))
+    running[0].communicate(timeout=600)
+    assert running[0].returncode == -signal.SIGKILL
+
+    output = finish(skillsft("search", work, server.base_url, "--batch", "--batch-wait",
+                             "--batch-poll", "0.01"))
+
+    assert "stopped before recording it" in output
+    assert corpus(work, "search") == corpus(reference, "search")
+    assert set(server.stats.paid_by_prompt.values()) == {1} and server.stats.total == 0
+    assert [b["status"] for b in server.batches.batches.values()] == ["completed"] * 3

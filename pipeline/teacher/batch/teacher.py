@@ -160,9 +160,9 @@ class BatchTeacher:
                 continue
             batch = self.provider.find(submission.submission, submission.file_id)
             if batch is not None:
-                log.warning("%s: found batch %s, submitted by a run that stopped before "
-                            "recording it; collecting it instead of submitting again",
-                            self.stage, batch.id)
+                self._say(f"teacher {self.stage} [batch]: found batch {batch.id}, submitted "
+                          "by a run that stopped before recording it; collecting it instead "
+                          "of submitting again")
                 self.ledger.append(LedgerEvent(event="submitted", time=time.time(),
                                                submission=submission.submission,
                                                batch_id=batch.id))
@@ -265,6 +265,9 @@ class BatchTeacher:
         line = (f"teacher {self.stage} [batch]: batches "
                 + ", ".join(f"{n} {s}" for s, n in sorted(states.items()))
                 + f"; requests: {answered} answered, {len(waiting)} in batches, {failed} failed")
+        self._say(line)
+
+    def _say(self, line: str) -> None:
         log.info(line)
         if self.settings.show_progress:
             tqdm.write(line)
