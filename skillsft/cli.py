@@ -19,12 +19,14 @@ from luigi.execution_summary import LuigiStatusCode
 from skillsft import __version__, settings
 from skillsft.arguments import (
     StrictParser,
+    copy_arguments,
     held_out_share,
     non_negative_float,
     non_negative_int,
     positive_int,
     share,
 )
+from skillsft.estimate import estimate_command
 from skillsft.luigi_options import luigi_build_options
 from skillsft.pipeline.envs import ENVS
 from skillsft.pipeline.errors import SkillsftError
@@ -74,6 +76,9 @@ def add_teacher_flags(parser: argparse.ArgumentParser, *, per_stage_models: bool
                        "with the stage waiting")
     group.add_argument("--batch-poll", type=non_negative_float, default=30.0, metavar="SECONDS",
                        help="seconds between polls while waiting (default 30)")
+    group.add_argument("--max-cost", type=non_negative_float, default=None, metavar="USD",
+                       help="stop before a stage whose estimate would pass this budget, and "
+                       "stop a running stage when the spend reaches it (answers are kept)")
     if per_stage_models:
         group.add_argument("--memory-model", default=None)
         group.add_argument("--aggregate-model", default=None)
@@ -147,6 +152,9 @@ def build_parser() -> argparse.ArgumentParser:
     add_teacher_flags(run, per_stage_models=True)
     add_stage_flags(run)
     add_run_flags(run)
+    estimate = add_command("estimate", "list per teacher stage the requests, tokens and dollars "
+                           "`run` would spend (journal hits free); sends nothing")
+    copy_arguments(run, estimate)
 
     parse = add_command("parse", "stage 1: rollout text -> processed trajectories")
     parse.add_argument("env", choices=envs)
@@ -212,7 +220,7 @@ def build_graph(root: luigi.Task, args: argparse.Namespace) -> int:
             state = "would run" if task in pending else "up to date"
             where = task.output().path if isinstance(task, StageTask) else ""
             print(f"  {state:<10}  {task.get_task_family():<20} {where}")
-        return 0
+        return estimate_command(root, args) if args.command == "run" else 0
     work_dir = Path(root.work_dir)
     with work_dir_lock(work_dir):
         log_path = open_log(work_dir, args.command, verbose=args.verbose)
@@ -305,6 +313,8 @@ def dispatch(args: argparse.Namespace) -> int:
         root = settings.build_root_task(args, os.environ)
     except settings.CommandDone as done:  # publish/report ran directly
         return done.status
+    if args.command == "estimate":
+        return estimate_command(root, args)
     return execute(root, args)
 
 

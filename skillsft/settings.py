@@ -8,6 +8,7 @@ that shaped an output is the one in its fingerprint.
 
 import argparse
 import difflib
+import uuid
 from collections.abc import Mapping
 from importlib import resources
 from pathlib import Path
@@ -121,8 +122,11 @@ def batch_params(args: argparse.Namespace, resolved: TeacherSettings) -> dict[st
     if stages and resolved.teacher != "openai":
         raise UsageError("--batch needs the openai teacher (an API key, or --teacher openai); "
                          "the offline teacher answers at once and for free")
+    max_cost = getattr(args, "max_cost", None)
     return {"batch_stages": stages, "batch_wait": bool(getattr(args, "batch_wait", False)),
-            "batch_poll": getattr(args, "batch_poll", 30.0)}
+            "batch_poll": getattr(args, "batch_poll", 30.0), "max_cost": max_cost,
+            # this command's spend, kept apart from any other command's
+            "spend_id": uuid.uuid4().hex if max_cost is not None else ""}
 
 
 def describe_settings_error(
@@ -184,7 +188,7 @@ def build_root_task(args: argparse.Namespace, environ: Mapping[str, str]) -> lui
     from skillsft.tasks import stages
 
     command = args.command
-    if command == "run":
+    if command in ("run", "estimate"):
         work_dir = Path(args.work_dir or environ.get("WORK_DIR") or Path("runs") / args.env)
         rollout_dir = resolve_rollout_dir(args, environ)
         check_rollout_dir(rollout_dir)

@@ -51,6 +51,11 @@ class TeacherParams:
     batch_stages = luigi.ListParameter(default=(), significant=False)
     batch_wait = luigi.BoolParameter(default=False, significant=False)
     batch_poll = luigi.FloatParameter(default=30.0, significant=False)
+    # --max-cost: the budget and this command's spend file; --dry-run / estimate: the work dir
+    # whose journal counts as free (the teacher then only prices, in a scratch work dir).
+    max_cost = luigi.OptionalFloatParameter(default=None, significant=False)
+    spend_id = luigi.Parameter(default="", significant=False)
+    estimate_for = luigi.Parameter(default="", significant=False)
 
 
 class MemoryParams:
