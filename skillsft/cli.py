@@ -114,6 +114,16 @@ STAGE_FLAGS: tuple[tuple[tuple[str, ...], str, dict[str, object]], ...] = (
     (("distill",), "--seed", {"type": int, "default": 0, "help": "seed of the done turn"}),
     (("distill",), "--actions-only-history",
      {"action": "store_true", "help": "search: no retrieved information in the history"}),
+    (("publish",), "--license", {"default": None, "metavar": "ID", "help": "the card's license "
+     "(a Hub id such as cc-by-4.0 or mit; default: keep the card's, else other)"}),
+    (("publish",), "--pretty-name", {"default": None, "help": "the card's title"}),
+    (("publish",), "--citation", {"default": None, "metavar": "FILE",
+     "help": "a BibTeX entry for the data's origin, shown in the card"}),
+    (("publish",), "--tokenizer", {"default": None, "metavar": "PATH_OR_NAME",
+     "help": "count token lengths with the student's tokenizer (a local tokenizer.json or "
+     "model folder; needs `tokenizers`); default: a labelled character-based estimate"}),
+    (("publish",), "--cutoff-len", {"type": positive_int, "default": 8192,
+     "help": "count records longer than this many tokens (default 8192)"}),
 )
 
 
@@ -189,6 +199,7 @@ def build_parser() -> argparse.ArgumentParser:
     publish.add_argument("--commit-message", default=None)
     publish.add_argument("--validation-fraction", type=held_out_share, default=0.0)
     publish.add_argument("--dry-run", action="store_true")
+    add_stage_flags(publish, "publish")
 
     report = add_command("report", "write report.json and report.md for a work dir")
     report.add_argument("--work-dir", required=True)

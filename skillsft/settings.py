@@ -180,6 +180,7 @@ def stage_params(args: argparse.Namespace) -> dict[str, object]:
         "seed": getattr(args, "seed", None),
         "keep_information": (None if not hasattr(args, "actions_only_history")
                              else not args.actions_only_history),
+        **card_params(args),
     }
     return {name: value for name, value in given.items() if value is not None}
 
@@ -239,6 +240,7 @@ def build_root_task(args: argparse.Namespace, environ: Mapping[str, str]) -> lui
     if command == "publish":
         from skillsft.tasks.publish import publish_command
 
+        card_params(args)  # a missing citation file or tokenizer fails before the export
         raise CommandDone(publish_command(args))
     if command == "report":
         from skillsft.tasks.report import report_command
@@ -246,3 +248,23 @@ def build_root_task(args: argparse.Namespace, environ: Mapping[str, str]) -> lui
         report_command(Path(args.work_dir))
         raise CommandDone(0)
     raise UsageError(f"unknown command {command}")
+
+
+def card_params(args: argparse.Namespace) -> dict[str, object]:
+    """The card and token-length flags (publish), checked before any work starts."""
+    citation = getattr(args, "citation", None)
+    if citation and not Path(citation).is_file():
+        raise UsageError(f"--citation {citation} is not a file (expected a BibTeX entry)")
+    tokenizer = getattr(args, "tokenizer", None)
+    if tokenizer:
+        from skillsft.pipeline.token_lengths import load_counter
+
+        load_counter(tokenizer)  # a tokenizer that cannot load fails now, not after the run
+    given = {
+        "license": getattr(args, "license", None),
+        "pretty_name": getattr(args, "pretty_name", None),
+        "citation": str(Path(citation).resolve()) if citation else None,
+        "tokenizer": tokenizer,
+        "cutoff_len": getattr(args, "cutoff_len", None),
+    }
+    return {name: value for name, value in given.items() if value is not None}

@@ -71,3 +71,13 @@ class DistillParams:
     history = luigi.IntParameter(default=5)
     seed = luigi.IntParameter(default=0)
     keep_information = luigi.BoolParameter(default=True)
+
+
+class CardParams:
+    """What the published card says beyond the data (publish)."""
+
+    license = luigi.Parameter(default="")
+    pretty_name = luigi.Parameter(default="")
+    citation = luigi.Parameter(default="")  # path of a BibTeX file
+    tokenizer = luigi.Parameter(default="")
+    cutoff_len = luigi.IntParameter(default=8192)

@@ -21,6 +21,7 @@ from skillsft.tasks.params import (
     RENDERING,
     SELECTION,
     AggregateParams,
+    CardParams,
     DistillParams,
     MemoryParams,
     SelectionParams,
@@ -298,7 +299,7 @@ class BuildReport(Flatten):
 
 
 class RunEnv(SelectionParams, TeacherParams, MemoryParams, AggregateParams, DistillParams,
-             luigi.WrapperTask):
+             CardParams, luigi.WrapperTask):
     """Everything for one environment: the task `skillsft run <env>` builds."""
 
     env = luigi.ChoiceParameter(choices=["alfworld", "webshop", "search"], var_type=str)
