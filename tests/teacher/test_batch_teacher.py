@@ -11,7 +11,12 @@ from typing import Any
 import pytest
 
 from skillsft.pipeline.teacher.batch.ledger import BatchLedger, LedgerEvent, ledger_path
-from skillsft.pipeline.teacher.batch.teacher import BatchesPending, BatchOptions, BatchTeacher
+from skillsft.pipeline.teacher.batch.teacher import (
+    BatchApiError,
+    BatchesPending,
+    BatchOptions,
+    BatchTeacher,
+)
 from skillsft.pipeline.teacher.factory import make_teacher
 from skillsft.pipeline.teacher.openai_teacher import OpenAITeacher
 from skillsft.pipeline.teacher.settings import TeacherSettings
@@ -123,6 +128,31 @@ def test_expired_and_cancelled_batches_are_resubmitted_up_to_the_retry_limit(
         requests[:5], stage="toy")
     assert [r.error.split(":")[0] for r in results] == ["missing"] * 5
     assert stats.failures == {"missing": 5} and len(server2.batches.batches) == 1
+    # reported failed, their count starts again: a later run retries them, as live would
+    results, _ = batch_teacher(server2, tmp_path / "cancel", max_retries=0).run_batch(
+        requests[:5], stage="toy")
+    assert all(r.ok for r in results) and len(server2.batches.batches) == 2
+
+
+def test_large_rounds_are_split_into_batches_by_input_file_size(server_factory, tmp_path):
+    server = server_factory()
+    teacher = BatchTeacher(settings_for(server), tmp_path, "toy",
+                           BatchOptions(wait=True, poll_seconds=0.01, max_bytes=3000))
+    results, _ = teacher.run_batch(toy_requests(12), stage="toy")
+    sizes = [len(server.batches.files[b["input_file_id"]].data)
+             for b in server.batches.batches.values()]
+    assert all(r.ok for r in results) and len(sizes) >= 3
+    assert all(size <= 3000 for size in sizes)
+    assert sum(b["request_counts"]["total"] for b in server.batches.batches.values()) == 12
+
+
+def test_an_endpoint_without_the_batch_api_is_a_one_line_error(openai_server, tmp_path):
+    base_url = openai_server.base_url.replace("/v1", "/no-batches/v1")
+    teacher = BatchTeacher(settings_for(openai_server, base_url=base_url), tmp_path, "toy",
+                           BatchOptions(wait=True, poll_seconds=0.01))
+    with pytest.raises(BatchApiError, match="does not offer the Batch API.*without --batch") as err:
+        teacher.run_batch(toy_requests(2), stage="toy")
+    assert "/no-batches/v1/files" in str(err.value) and TEST_API_KEY not in str(err.value)
 
 
 def _batch_bodies(server: FakeOpenAIServer) -> list[dict[str, Any]]:

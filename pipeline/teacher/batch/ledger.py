@@ -11,7 +11,10 @@ flock. Events, in the order a submission makes them:
 - `collected`: the batch reached a final state and its results are in the journal; lists the
   keys that failed there (and why), which count against the retry limit;
 - `abandoned`: an intent whose batch never reached the provider (a crash before the create
-  call got through), found out by listing the provider's batches.
+  call got through), found out by listing the provider's batches;
+- `gave_up`: keys that failed in batches more often than the retry limit allows and were
+  reported failed; their failure counts start again, so a later run retries them afresh (as a
+  live re-run would) instead of failing them at once forever.
 
 An intent without `submitted` is what a kill -9 between submission and journaling leaves; the
 next run looks the submission id up among the provider's batches before submitting anything
@@ -33,7 +36,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 class LedgerEvent(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
-    event: Literal["intent", "submitted", "collected", "abandoned"]
+    event: Literal["intent", "submitted", "collected", "abandoned", "gave_up"]
     submission: str
     time: float = 0.0
     file_id: str | None = None
@@ -88,6 +91,10 @@ class BatchLedger:
             self._fold(event)
 
     def _fold(self, event: LedgerEvent) -> None:
+        if event.event == "gave_up":
+            for key in event.keys:
+                self.failures.pop(key, None)
+            return
         if event.event == "intent":
             self.submissions[event.submission] = Submission(
                 submission=event.submission, keys=event.keys, file_id=event.file_id

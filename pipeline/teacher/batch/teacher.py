@@ -21,14 +21,17 @@ open batches to this teacher even when --batch was not given (it then collects a
 batch mode).
 """
 
+import contextlib
 import logging
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+import openai
+import orjson
 from tqdm.auto import tqdm
 
 from skillsft.pipeline.errors import SkillsftError
@@ -55,7 +58,8 @@ log = logging.getLogger("skillsft.teacher")
 class BatchOptions:
     wait: bool = False  # poll until every batch is done (--batch-wait)
     poll_seconds: float = 30.0  # between polls while waiting
-    max_items: int = 50_000  # per batch: the OpenAI limit
+    max_items: int = 50_000  # per batch: the OpenAI limits
+    max_bytes: int = 190 * 1024 * 1024  # of the input file (OpenAI accepts up to 200 MB)
 
 
 class BatchesPending(SkillsftError):  # noqa: N818 - a state, reported as "waiting"
@@ -70,6 +74,10 @@ class BatchesPending(SkillsftError):  # noqa: N818 - a state, reported as "waiti
         )
         self.stage = stage
         self.batch_ids = batch_ids
+
+
+class BatchApiError(SkillsftError):
+    """A Batch API call failed after the client's own retries."""
 
 
 class BatchTeacher:
@@ -114,7 +122,7 @@ class BatchTeacher:
         collected_here: set[str] = set()
         try:
             while True:
-                with self.ledger.lock():
+                with self.ledger.lock(), self._api_errors():
                     self._recover()
                     collected_here |= self._collect(tracker)
                     self.journal.refresh()
@@ -129,9 +137,16 @@ class BatchTeacher:
                     raise BatchesPending(stage, batch_ids, len(waiting))
                 time.sleep(self.options.poll_seconds)
             results: list[TeacherResult[Any] | None] = [None] * len(requests)
+            given_up = [f.step.key for f in followed.values()
+                        if f.result is None and f.step is not None]
+            final = {key: followed[key].result or self._gave_up(firsts[key], followed[key].step)
+                     for key in groups}
+            if given_up:
+                self.ledger.append(LedgerEvent(event="gave_up", time=time.time(),
+                                               submission="-", keys=given_up))
             for key, indexes in groups.items():
                 outcome = followed[key]
-                result = outcome.result or self._gave_up(firsts[key], outcome.step)
+                result = final[key]
                 if any(used in collected_here for used in outcome.keys_used):
                     result = replace(result, from_journal=False)  # paid for in this run
                 for index in indexes:
@@ -140,6 +155,25 @@ class BatchTeacher:
         finally:
             stats = tracker.close()
         return [r for r in results if r is not None], stats
+
+    @contextlib.contextmanager
+    def _api_errors(self) -> Iterator[None]:
+        """A failed Batch API call ends the stage with one line (never the key); what was
+        submitted or collected before it is in the ledger and the journal."""
+        try:
+            yield
+        except openai.NotFoundError as exc:
+            raise BatchApiError(
+                f"{self.settings.endpoint()} does not offer the Batch API ({exc.request.url} "
+                "answered 404); run without --batch"
+            ) from None
+        except openai.APIError as exc:
+            secret = self.settings.api_key.get_secret_value() if self.settings.api_key else ""
+            detail = str(exc).replace(secret, "[api key]") if secret else str(exc)
+            raise BatchApiError(
+                f"a Batch API call to {self.settings.endpoint()} failed ({type(exc).__name__}: "
+                f"{detail[:300]}); re-run the same command: submitted batches are kept"
+            ) from None
 
     def _follow(self, request: TeacherRequest[Any]) -> Followed:
         return follow(self.journal, request, self.key_for, self.settings.reask_limit)
@@ -231,14 +265,25 @@ class BatchTeacher:
             elif len(self.ledger.failures.get(step.key, [])) <= self.settings.max_retries:
                 to_send.setdefault(step.key, (firsts[key], step))
                 waiting.append(key)
-        items = list(to_send.items())
-        for start in range(0, len(items), self.options.max_items):
-            self._submit_one(items[start:start + self.options.max_items])
+        lines = [(key, item_line(key, self.model, step.messages, self.parameters,
+                                 request.answer_model))
+                 for key, (request, step) in to_send.items()]
+        chunk: list[tuple[str, dict[str, Any]]] = []
+        size = 0
+        for key, line in lines:
+            line_bytes = len(orjson.dumps(line)) + 1
+            if chunk and (len(chunk) >= self.options.max_items
+                          or size + line_bytes > self.options.max_bytes):
+                self._submit_one(chunk)
+                chunk, size = [], 0
+            chunk.append((key, line))
+            size += line_bytes
+        if chunk:
+            self._submit_one(chunk)
         return waiting
 
-    def _submit_one(self, items: list[tuple[str, tuple[TeacherRequest[Any], Step]]]) -> None:
-        lines = [item_line(key, self.model, step.messages, self.parameters, request.answer_model)
-                 for key, (request, step) in items]
+    def _submit_one(self, items: list[tuple[str, dict[str, Any]]]) -> None:
+        lines = [line for _, line in items]
         file_id = self.provider.upload(lines)
         submission = uuid.uuid4().hex
         keys = [key for key, _ in items]
