@@ -33,10 +33,10 @@ def build_teacher(task: Any, stage: str, model: str) -> Teacher:
     if task.estimate_for and settings.teacher == "openai":
         return EstimatingTeacher(settings, Path(task.estimate_for) / "journal", stage,
                                  Path(task.work_dir) / "estimate")
-    batch = (BatchOptions(wait=task.batch_wait, poll_seconds=task.batch_poll)
-             if task.stage_name() in task.batch_stages else None)
+    waiting = BatchOptions(wait=task.batch_wait, poll_seconds=task.batch_poll)
     teacher = make_teacher(settings, journal_dir=Path(task.work_dir) / "journal", stage=stage,
-                           batch=batch)
+                           batch=waiting if task.stage_name() in task.batch_stages else None,
+                           open_batches=waiting)
     if task.max_cost is None or settings.teacher != "openai":
         return teacher
     chunk = 1 << 30 if isinstance(teacher, BatchTeacher) else CHUNK_WINDOWS * settings.concurrency

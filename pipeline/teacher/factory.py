@@ -29,10 +29,15 @@ BATCH_TEACHERS: dict[str, BatchTeacherFactory] = {
 
 
 def make_teacher(
-    settings: TeacherSettings, journal_dir: Path, stage: str, batch: BatchOptions | None = None
+    settings: TeacherSettings, journal_dir: Path, stage: str, batch: BatchOptions | None = None,
+    *, open_batches: BatchOptions | None = None,
 ) -> Teacher:
-    """The teacher for one stage; its journal (if it keeps one) lives in journal_dir."""
+    """The teacher for one stage; its journal (if it keeps one) lives in journal_dir.
+
+    `batch`: use the Batch API. `open_batches`: how to wait when batches of an earlier run are
+    found (the stage then finishes through the Batch API even without `batch`)."""
     batched = BATCH_TEACHERS.get(settings.teacher)
     if batched is not None and (batch is not None or has_open_batches(journal_dir, stage)):
-        return batched(settings, Path(journal_dir), stage, batch or BatchOptions())
+        return batched(settings, Path(journal_dir), stage,
+                       batch or open_batches or BatchOptions())
     return TEACHERS[settings.teacher](settings, Path(journal_dir), stage)

@@ -6,6 +6,10 @@ in a message), or with whatever a pluggable `responder(request_json) -> str` ret
 tests can answer semantically. GET /stats returns the counters as JSON (for a server run as a
 subprocess); POST /reset clears them.
 
+The Batch API (/v1/files, /v1/batches: states, output and error files, partial failures,
+expiry, cancellation) is served by batch_endpoint.py; its items are answered by the same
+function as live requests, so they depend on the prompt and meet the same faults.
+
 Faults are injected by configuration and are reproducible: whether a request gets one is
 decided by hashing (seed, prompt content hash, how many times this prompt arrived before), so
 the same prompt on the same attempt meets the same fate however the requests interleave.

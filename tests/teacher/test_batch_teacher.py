@@ -210,3 +210,17 @@ def test_a_crash_before_the_batch_reached_the_provider_submits_it_then(
 
     assert all(r.ok for r in results) and len(server.batches.batches) == 1
     assert BatchLedger(ledger_path(tmp_path, "toy")).submissions["lost"].abandoned
+
+
+def test_batch_and_live_teachers_journal_under_the_same_keys(openai_server, tmp_path):
+    """What makes a batch answer reusable by a live run and the other way round."""
+    settings = settings_for(openai_server)
+    live = OpenAITeacher(settings, tmp_path, "toy")
+    batch = BatchTeacher(settings, tmp_path, "toy")
+    requests = toy_requests(3)
+    assert [batch.key_for(r.messages, r) for r in requests] == [
+        live.key_for(r.messages, r) for r in requests]
+    live.run_batch(requests, stage="toy")
+    results, stats = batch.run_batch(requests, stage="toy")
+    assert all(r.ok and r.from_journal for r in results) and stats.calls_new == 0
+    assert not openai_server.batches.batches
