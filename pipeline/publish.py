@@ -102,7 +102,7 @@ class LocalExport:
     splits: dict[str, int]  # split -> rows
     card_config: CardConfig
     notes: list[str] = field(default_factory=list)
-    extra_configs: list[CardConfig] = field(default_factory=list)  # the metadata config
+    metadata_configs: list[CardConfig] = field(default_factory=list)  # <env>-metadata
     token_lengths: TokenLengths | None = None
     dataset_info: Path | None = None  # LLaMA-Factory's entry, local only
 
@@ -230,7 +230,7 @@ def export_local(
     staging.rename(final)
     shards = sorted(final.glob("*.parquet"))
     metadata_shards = sorted((final / METADATA_FOLDER).glob("*.parquet"))
-    extra_configs = [CardConfig(
+    metadata_configs = [CardConfig(
         env=metadata_config_name(env), features=METADATA_FEATURES,
         splits=tuple(metadata_infos), folder=f"{env}/{METADATA_FOLDER}",
         download_size=sum(p.stat().st_size for p in metadata_shards),
@@ -253,7 +253,7 @@ def export_local(
         splits={s.name: s.num_examples for s in split_infos},
         card_config=config,
         notes=notes,
-        extra_configs=extra_configs,
+        metadata_configs=metadata_configs,
         token_lengths=lengths,
         dataset_info=dataset_info,
     )
@@ -285,7 +285,8 @@ def card_text(work_dir: Path, env: str, export: LocalExport, existing: str | Non
                           *environment_lines(report, export.token_lengths)])
     card = merged_card(existing, export.card_config, settings, license=options.license,
                        pretty_name=options.pretty_name)
-    return with_usage(add_configs(card, export.extra_configs), options.repo_id, options.citation)
+    return with_usage(add_configs(card, export.metadata_configs), options.repo_id,
+                      options.citation)
 
 
 # -- the Hub ----------------------------------------------------------------------------------
