@@ -10,6 +10,7 @@ lengths and how many records each check dropped.
 from huggingface_hub import DatasetCard
 
 from skillsft.pipeline.dataset_card import replace_section
+from skillsft.pipeline.envs import ENVS
 from skillsft.pipeline.token_lengths import TokenLengths
 from skillsft.schemas.report import RunReport
 
@@ -23,7 +24,7 @@ def config_names(card: DatasetCard) -> list[str]:
 
 def usage_section(repo_id: str | None, configs: list[str], citation: str | None) -> str:
     repo = repo_id or PLACEHOLDER_REPO
-    alpaca = [c for c in configs if not c.endswith("-metadata")]
+    alpaca = [c for c in configs if c in ENVS]  # the environments' alpaca configs
     first = alpaca[0] if alpaca else (configs[0] if configs else "alfworld")
     lines = ["## Usage", ""]
     if not repo_id:
@@ -32,7 +33,7 @@ def usage_section(repo_id: str | None, configs: list[str], citation: str | None)
     lines += [f'{_var(c)} = load_dataset("{repo}", "{c}")' for c in configs]
     lines += ["```", "",
               "Each environment has an alpaca config (`instruction`, `output`) and a "
-              "`<env>-metadata` config with the same rows plus `environment`, `category`, "
+              "`<env>_metadata` config with the same rows plus `environment`, `category`, "
               "`trajectory_id`, `step` and `skill_ids` (the skills and mistakes shown in the "
               "prompt).", "",
               "TRL (`SFTTrainer` takes prompt/completion columns):", "",

@@ -170,7 +170,7 @@ def default_body(pretty_name: str) -> str:
         "Skill-augmented supervised fine-tuning data for LLM agents, built by skillsft from "
         "agent rollouts: each record is an alpaca pair (`instruction`, `output`) whose "
         "instruction carries the retrieved skills and whose output is the reasoning and the "
-        "action taken. One config per environment (and its `-metadata` config); how to load "
+        "action taken. One config per environment (and its `_metadata` config); how to load "
         "them is under Usage.\n"
     )
 

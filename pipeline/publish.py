@@ -102,7 +102,7 @@ class LocalExport:
     splits: dict[str, int]  # split -> rows
     card_config: CardConfig
     notes: list[str] = field(default_factory=list)
-    metadata_configs: list[CardConfig] = field(default_factory=list)  # <env>-metadata
+    metadata_configs: list[CardConfig] = field(default_factory=list)  # <env>_metadata
     token_lengths: TokenLengths | None = None
     dataset_info: Path | None = None  # LLaMA-Factory's entry, local only
 

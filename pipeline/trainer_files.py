@@ -2,7 +2,7 @@
 
 The alpaca config stays `instruction` + `output`, the two columns every SFT trainer reads
 without a mapping. Where each row came from lives in a second config of the same environment,
-`<env>-metadata` (`<env>/metadata/<split>-*.parquet`), row-aligned with the alpaca config and
+`<env>_metadata` (`<env>/metadata/<split>-*.parquet`), row-aligned with the alpaca config and
 carrying both alpaca columns too, so it can be trained on or filtered directly:
 
 - `environment`, `category` (the task category the skill block was chosen for),
@@ -41,7 +41,7 @@ DATASET_INFO_FILE = "dataset_info.json"
 
 
 def metadata_config_name(env: str) -> str:
-    return f"{env}-metadata"
+    return f"{env}_metadata"
 
 
 def load_bank(work_dir: Path) -> SkillBank | None:

@@ -137,7 +137,7 @@ def test_card_yaml_parses_and_lists_the_config(work_dir: Path) -> None:
     assert meta["configs"] == [{"config_name": "alfworld", "data_files": [
         {"split": "train", "path": "alfworld/train-*"},
         {"split": "validation", "path": "alfworld/validation-*"}]},
-        {"config_name": "alfworld-metadata", "data_files": [
+        {"config_name": "alfworld_metadata", "data_files": [
             {"split": "train", "path": "alfworld/metadata/train-*"},
             {"split": "validation", "path": "alfworld/metadata/validation-*"}]}]
     info = meta["dataset_info"][0]
@@ -203,7 +203,7 @@ def test_upload_commits_exactly_this_env_and_keeps_other_configs(
 
     card = files["README.md"].decode()
     meta = card_yaml(card)
-    assert [c["config_name"] for c in meta["configs"]] == ["alfworld", "alfworld-metadata",
+    assert [c["config_name"] for c in meta["configs"]] == ["alfworld", "alfworld_metadata",
                                                           "webshop"]
     assert meta["license"] == "mit"  # the publisher's choice on the Hub is kept
     assert "Written by a person." in card and "webshop settings" in card

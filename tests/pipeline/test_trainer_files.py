@@ -39,7 +39,7 @@ def card_meta(text: str) -> dict:
 def test_metadata_config_loads_row_aligned_with_provenance_and_shown_skills(work_dir):
     export_local(work_dir, "alfworld", PublishOptions(validation_fraction=0.25))
     alpaca = load_dataset(str(work_dir / "hub"), "alfworld")
-    meta = load_dataset(str(work_dir / "hub"), "alfworld-metadata")
+    meta = load_dataset(str(work_dir / "hub"), "alfworld_metadata")
 
     assert sorted(meta) == ["train", "validation"]
     assert meta["train"].column_names == ["instruction", "output", "environment", "category",
@@ -92,7 +92,7 @@ def test_card_fields_license_name_citation_load_line_and_no_empty_stage_rows(wor
 
     assert meta["license"] == "cc-by-4.0" and meta["pretty_name"] == "ALFWorld skills SFT"
     assert 'load_dataset("someone/alf-sft", "alfworld")' in text
-    assert 'load_dataset("someone/alf-sft", "alfworld-metadata")' in text
+    assert 'load_dataset("someone/alf-sft", "alfworld_metadata")' in text
     assert "<repo id>" not in text and "<user>/<dataset>" not in text
     assert CITATION in text and "```bibtex" in text
     assert "SFTTrainer" in text and '"hf_hub_url": "someone/alf-sft"' in text

@@ -52,7 +52,7 @@ def test_card_flags_reach_the_published_card_through_run_and_publish(tmp_path: P
         assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
         card = hub.files("someone/agent-sft")["README.md"].decode()
         assert "license: cc-by-4.0" in card and "pretty_name: Skills SFT" in card
-        assert 'load_dataset("someone/agent-sft", "alfworld-metadata")' in card
+        assert 'load_dataset("someone/agent-sft", "alfworld_metadata")' in card
         assert "title = {ALFWorld rollouts}" in card
         assert "longer than a cutoff of 100 tokens" in card
         assert any(n.startswith("alfworld/metadata/train-") for n in hub.files("someone/agent-sft"))
