@@ -26,7 +26,6 @@ from skillsft.arguments import (
     positive_int,
     share,
 )
-from skillsft.estimate import estimate_command
 from skillsft.luigi_options import luigi_build_options
 from skillsft.pipeline.envs import ENVS
 from skillsft.pipeline.errors import SkillsftError
@@ -231,7 +230,11 @@ def build_graph(root: luigi.Task, args: argparse.Namespace) -> int:
             state = "would run" if task in pending else "up to date"
             where = task.output().path if isinstance(task, StageTask) else ""
             print(f"  {state:<10}  {task.get_task_family():<20} {where}")
-        return estimate_command(root, args) if args.command == "run" else 0
+        if args.command != "run":
+            return 0
+        from skillsft.estimate import estimate_command
+
+        return estimate_command(root, args)
     work_dir = Path(root.work_dir)
     with work_dir_lock(work_dir):
         log_path = open_log(work_dir, args.command, verbose=args.verbose)
@@ -325,6 +328,8 @@ def dispatch(args: argparse.Namespace) -> int:
     except settings.CommandDone as done:  # publish/report ran directly
         return done.status
     if args.command == "estimate":
+        from skillsft.estimate import estimate_command  # imports the openai client: only here
+
         return estimate_command(root, args)
     return execute(root, args)
 

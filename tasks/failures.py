@@ -14,7 +14,7 @@ from pathlib import Path
 import orjson
 
 from skillsft.pipeline.errors import ConfigError, RolloutDirError, SkillsftError
-from skillsft.pipeline.teacher.batch.teacher import BatchesPending
+from skillsft.pipeline.teacher.batch.pending import BatchesPending
 
 # Errors the user fixes in their command line, environment or configuration: exit status 2.
 # Every other deliberate error (bad data, too many failures, empty output) is a failed run: 1.

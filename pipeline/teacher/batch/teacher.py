@@ -38,6 +38,7 @@ from skillsft.pipeline.errors import SkillsftError
 from skillsft.pipeline.teacher.base import BatchStats, TeacherRequest, TeacherResult
 from skillsft.pipeline.teacher.batch.conversation import Followed, Step, follow
 from skillsft.pipeline.teacher.batch.ledger import BatchLedger, LedgerEvent, ledger_path
+from skillsft.pipeline.teacher.batch.pending import BatchesPending
 from skillsft.pipeline.teacher.batch.provider import (
     FINAL_STATES,
     BatchProvider,
@@ -60,20 +61,6 @@ class BatchOptions:
     poll_seconds: float = 30.0  # between polls while waiting
     max_items: int = 50_000  # per batch: the OpenAI limits
     max_bytes: int = 190 * 1024 * 1024  # of the input file (OpenAI accepts up to 200 MB)
-
-
-class BatchesPending(SkillsftError):  # noqa: N818 - a state, reported as "waiting"
-    """The stage's batches are still at the provider; the same command collects them later."""
-
-    def __init__(self, stage: str, batch_ids: list[str], items: int) -> None:
-        shown = ", ".join(batch_ids[:5]) + (" ..." if len(batch_ids) > 5 else "")
-        super().__init__(
-            f"{items} requests in {len(batch_ids)} batch(es) at the provider "
-            f"({shown}); batches finish within 24 hours, usually much sooner: re-run the same "
-            "command to collect them (or add --batch-wait to wait)"
-        )
-        self.stage = stage
-        self.batch_ids = batch_ids
 
 
 class BatchApiError(SkillsftError):
