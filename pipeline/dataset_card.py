@@ -50,9 +50,11 @@ class CardConfig:
     features: Features
     splits: tuple[SplitInfo, ...]
     download_size: int  # bytes of parquet uploaded for this config
+    folder: str | None = None  # where its shards are in the repo, when not `<env>/`
 
     def data_files(self) -> list[dict[str, str]]:
-        return [{"split": s.name, "path": f"{self.env}/{s.name}-*"} for s in self.splits]
+        folder = self.folder or self.env
+        return [{"split": s.name, "path": f"{folder}/{s.name}-*"} for s in self.splits]
 
     def dataset_info(self) -> DatasetInfo:
         splits = SplitDict()
@@ -176,9 +178,8 @@ def default_body(pretty_name: str) -> str:
         "Skill-augmented supervised fine-tuning data for LLM agents, built by skillsft from "
         "agent rollouts: each record is an alpaca pair (`instruction`, `output`) whose "
         "instruction carries the retrieved skills and whose output is the reasoning and the "
-        "action taken. One config per environment.\n\n"
-        "```python\nfrom datasets import load_dataset\n\n"
-        'ds = load_dataset("<repo id>", "<config>")\n```\n'
+        "action taken. One config per environment (and its `_metadata` config); how to load "
+        "them is under Usage.\n"
     )
 
 
@@ -216,3 +217,21 @@ def merged_card(
     )
     card.text = replace_section(body, config.env, settings)
     return str(card)
+
+
+def add_configs(card_text: str, configs: "list[CardConfig]") -> str:
+    """The card with more configs in its YAML header (e.g. an environment's metadata config),
+    merged like the main one; the body is left as it is."""
+    card = DatasetCard(card_text)
+    for config in configs:
+        DatasetInfosDict({config.env: config.dataset_info()}).to_dataset_card_data(card.data)
+        MetadataConfigs({config.env: {"data_files": config.data_files()}}).to_dataset_card_data(
+            card.data)
+    return str(card)
+
+
+def without_empty_stage_rows(report: RunReport) -> RunReport:
+    """The report minus stages that handled nothing (the card's table showed `report | 0 | 0 |
+    0`)."""
+    kept = [s for s in report.stages if s.inputs or s.outputs or s.rejected]
+    return report.model_copy(update={"stages": kept})

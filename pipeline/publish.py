@@ -23,7 +23,7 @@ import random
 import shutil
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TypeVar
 
@@ -40,10 +40,26 @@ from huggingface_hub import (
 from huggingface_hub.errors import EntryNotFoundError, HfHubHTTPError, RevisionNotFoundError
 from huggingface_hub.utils import build_hf_headers, hf_raise_for_status, http_backoff
 
-from skillsft.pipeline.dataset_card import CardConfig, generation_settings, merged_card
+from skillsft.pipeline.card_usage import environment_lines, with_usage
+from skillsft.pipeline.dataset_card import (
+    CardConfig,
+    add_configs,
+    generation_settings,
+    merged_card,
+    without_empty_stage_rows,
+)
 from skillsft.pipeline.errors import InputError, SkillsftError
 from skillsft.pipeline.publish_extras import export_extras
 from skillsft.pipeline.report import HUB_DIR, Provenance, build_report, load_corpus, load_provenance
+from skillsft.pipeline.token_lengths import DEFAULT_CUTOFF, TokenLengths, token_lengths
+from skillsft.pipeline.trainer_files import (
+    METADATA_FEATURES,
+    METADATA_FOLDER,
+    load_bank,
+    metadata_columns,
+    metadata_config_name,
+    write_dataset_info,
+)
 
 log = logging.getLogger("skillsft.publish")
 
@@ -70,6 +86,10 @@ class PublishOptions:
     commit_message: str | None = None
     license: str | None = None  # None keeps the card's license (a new card says "other")
     pretty_name: str | None = None
+    repo_id: str | None = None  # for the card's load_dataset lines (a placeholder without)
+    citation: str | None = None  # BibTeX of the data's origin, shown in the card
+    tokenizer: str | None = None  # the student's tokenizer for the token lengths
+    cutoff_len: int = DEFAULT_CUTOFF
     max_shard_bytes: int = 500 * 1024 * 1024
     max_retries: int = 5
     retry_wait_seconds: float = 2.0  # first back-off wait; doubles up to 30 s
@@ -88,6 +108,9 @@ class LocalExport:
     # Preference pairs and the skill document, when the run made them (pipeline/publish_extras)
     extra_configs: list[tuple[CardConfig, str]] = field(default_factory=list)
     extra_folders: list[str] = field(default_factory=list)
+    metadata_configs: list[CardConfig] = field(default_factory=list)  # <env>_metadata
+    token_lengths: TokenLengths | None = None
+    dataset_info: Path | None = None  # LLaMA-Factory's entry, local only
 
     def files(self) -> list[tuple[str, int]]:
         """(path in repo, size in bytes) of every file an upload would commit."""
@@ -184,22 +207,42 @@ def export_local(
     staging = root / f".{env}.partial"
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(parents=True)
+    provenance = aligned_provenance(work_dir, env, kept, notes)
+    metadata = (metadata_columns(env, provenance, load_bank(work_dir))
+                if provenance is not None else None)
     split_infos: list[SplitInfo] = []
+    metadata_infos: list[SplitInfo] = []
+    shard_names: dict[str, list[str]] = {}
     for split in (TRAIN, VALIDATION):
-        rows = [r for r, s in zip(corpus.items, splits, strict=True) if s == split]
+        chosen = [i for i, s in enumerate(splits) if s == split]
+        rows = [corpus.items[i] for i in chosen]
         if not rows and split != TRAIN:
             continue
-        dataset = Dataset.from_dict(
-            {"instruction": [r.instruction for r in rows], "output": [r.output for r in rows]},
-            features=FEATURES,
-        )
-        write_shards(dataset, staging, split, options.max_shard_bytes)
+        alpaca = {"instruction": [r.instruction for r in rows], "output": [r.output for r in rows]}
+        dataset = Dataset.from_dict(alpaca, features=FEATURES)
+        written = write_shards(dataset, staging, split, options.max_shard_bytes)
+        shard_names[split] = [f"{env}/{p.name}" for p in written]
         split_infos.append(SplitInfo(name=split, num_bytes=dataset.data.nbytes,
                                      num_examples=len(dataset)))
+        if metadata is not None:
+            columns = {name: [values[i] for i in chosen] for name, values in metadata.items()}
+            with_meta = Dataset.from_dict({**alpaca, **columns}, features=METADATA_FEATURES)
+            (staging / METADATA_FOLDER).mkdir(exist_ok=True)
+            write_shards(with_meta, staging / METADATA_FOLDER, split, options.max_shard_bytes)
+            metadata_infos.append(SplitInfo(name=split, num_bytes=with_meta.data.nbytes,
+                                            num_examples=len(with_meta)))
     final = root / env
     shutil.rmtree(final, ignore_errors=True)
     staging.rename(final)
     shards = sorted(final.glob("*.parquet"))
+    metadata_shards = sorted((final / METADATA_FOLDER).glob("*.parquet"))
+    metadata_configs = [CardConfig(
+        env=metadata_config_name(env), features=METADATA_FEATURES,
+        splits=tuple(metadata_infos), folder=f"{env}/{METADATA_FOLDER}",
+        download_size=sum(p.stat().st_size for p in metadata_shards),
+    )] if metadata_infos else []
+    lengths = token_lengths(corpus.items, options.tokenizer, options.cutoff_len)
+    dataset_info = write_dataset_info(root, env, shard_names)
 
     config = CardConfig(
         env=env,
@@ -211,31 +254,52 @@ def export_local(
     notes += extras.notes
     card_path = root / CARD_FILE
     existing = card_path.read_text(encoding="utf-8") if card_path.is_file() else None
-    card_path.write_text(card_text(work_dir, env, config, existing, options, extras.configs),
-                         encoding="utf-8")
-    for note in notes:
-        log.warning(note)
-    return LocalExport(
+    export = LocalExport(
         root=root,
-        paths=[*shards, *extras.paths, card_path],
+        paths=[*shards, *metadata_shards, *extras.paths, card_path],
         rows=sum(s.num_examples for s in split_infos),
         splits={s.name: s.num_examples for s in split_infos},
         card_config=config,
         notes=notes,
         extra_configs=extras.configs,
         extra_folders=extras.folders,
+        metadata_configs=metadata_configs,
+        token_lengths=lengths,
+        dataset_info=dataset_info,
     )
+    card_path.write_text(card_text(work_dir, env, export, existing, options), encoding="utf-8")
+    for note in notes:
+        log.warning(note)
+    return export
 
 
-def card_text(work_dir: Path, env: str, config: CardConfig, existing: str | None,
-              options: PublishOptions, extras: Sequence[tuple[CardConfig, str]] = ()) -> str:
-    settings = generation_settings(build_report(work_dir, env))
-    text = merged_card(existing, config, settings, license=options.license,
+def aligned_provenance(work_dir: Path, env: str, kept: list[int],
+                       notes: list[str]) -> list[Provenance] | None:
+    """The provenance line of each kept corpus record, or None (with a note) when the file is
+    missing or does not match the corpus line for line."""
+    provenance = load_provenance(work_dir, env)
+    if not provenance.found:
+        notes.append(f"no {env}_sft_provenance.jsonl: no {metadata_config_name(env)} config")
+        return None
+    if provenance.warnings or len(provenance.items) <= max(kept, default=-1):
+        notes.append(f"{env}_sft_provenance.jsonl does not match the corpus line for line: no "
+                     f"{metadata_config_name(env)} config")
+        return None
+    return [provenance.items[i] for i in kept]
+
+
+def card_text(work_dir: Path, env: str, export: LocalExport, existing: str | None,
+              options: PublishOptions) -> str:
+    report = build_report(work_dir, env)
+    settings = "\n".join([generation_settings(without_empty_stage_rows(report)),
+                          *environment_lines(report, export.token_lengths)])
+    card = merged_card(existing, export.card_config, settings, license=options.license,
                        pretty_name=options.pretty_name)
-    for extra_config, section in extras:
-        text = merged_card(text, extra_config, section, license=options.license,
+    for extra_config, section in export.extra_configs:  # preference pairs, skill document
+        card = merged_card(card, extra_config, section, license=options.license,
                            pretty_name=options.pretty_name)
-    return text
+    return with_usage(add_configs(card, export.metadata_configs), options.repo_id,
+                      options.citation)
 
 
 # -- the Hub ----------------------------------------------------------------------------------
@@ -321,6 +385,7 @@ def publish(
     """
     options = options or PublishOptions()
     revision = options.revision or "main"
+    options = replace(options, repo_id=options.repo_id or repo_id)
     export = export_local(work_dir, env, options)
     if options.dry_run:
         return PublishResult(
@@ -355,8 +420,7 @@ def upload(api: HfApi, export: LocalExport, env: str, repo_id: str, revision: st
         with_retries("create_branch", lambda: api.create_branch(
             repo_id, branch=revision, repo_type="dataset", exist_ok=True), options)
     existing = fetch_card(api, repo_id, revision, options)
-    card = card_text(export.root.parent, env, export.card_config, existing, options,
-                     export.extra_configs)
+    card = card_text(export.root.parent, env, export, existing, options)
     (export.root / CARD_FILE).write_text(card, encoding="utf-8")  # the local mirror = the commit
     local = {p.relative_to(export.root).as_posix() for p in export.paths}
     stale = [path for folder in (env, *export.extra_folders) for path in with_retries(

@@ -80,3 +80,16 @@ def render_block(
         ),
     ]
     return "\n\n".join([BLOCK_TITLE, *(s for s in sections if s is not None)])
+
+
+def shown_item_ids(
+    bank: SkillBank, category: str, options: BlockOptions | None = None
+) -> list[str]:
+    """The ids of the skills and mistakes `render_block` shows for a category, in block order
+    (the provenance a published record carries)."""
+    options = options or BlockOptions()
+    return [
+        *(s.skill_id for s in bank.general_skills[: options.max_general]),
+        *(s.skill_id for s in bank.category_skills().get(category, [])[: options.max_category]),
+        *(m.mistake_id for m in bank.common_mistakes[: options.max_mistakes]),
+    ]

@@ -102,3 +102,12 @@ def held_out_share(text: str) -> float:
     if not 0.0 <= value < 1.0:
         raise argparse.ArgumentTypeError(f"must be at least 0 and below 1, got {text}")
     return value
+
+
+def copy_arguments(source: argparse.ArgumentParser, target: argparse.ArgumentParser) -> None:
+    """Give `target` every argument of `source` (a command that takes what another takes, such
+    as `estimate` and `run`), so a flag added to one is never missing from the other."""
+    taken = {option for action in target._actions for option in action.option_strings}
+    for action in source._actions:
+        if not taken.intersection(action.option_strings):  # --help, shared parents' flags
+            target._add_action(action)

@@ -19,6 +19,7 @@ from luigi.execution_summary import LuigiStatusCode
 from skillsft import __version__, settings
 from skillsft.arguments import (
     StrictParser,
+    copy_arguments,
     held_out_share,
     non_negative_float,
     non_negative_int,
@@ -68,6 +69,18 @@ def add_teacher_flags(parser: argparse.ArgumentParser, *, per_stage_models: bool
     group.add_argument("--prices", default=None, metavar="FILE",
                        help='JSON {"model": [usd_per_1M_input, usd_per_1M_output]} overriding '
                        "the built-in price table")
+    group.add_argument("--batch", nargs="?", const="all", default=None, metavar="STAGES",
+                       help="send requests through the provider's Batch API at half price: "
+                       "every teacher stage, or only STAGES (comma-separated, e.g. "
+                       "memories,distill)")
+    group.add_argument("--batch-wait", action="store_true",
+                       help="with --batch: poll until the batches finish instead of exiting "
+                       "with the stage waiting")
+    group.add_argument("--batch-poll", type=non_negative_float, default=30.0, metavar="SECONDS",
+                       help="seconds between polls while waiting (default 30)")
+    group.add_argument("--max-cost", type=non_negative_float, default=None, metavar="USD",
+                       help="stop before a stage whose estimate would pass this budget, and "
+                       "stop a running stage when the spend reaches it (answers are kept)")
     if per_stage_models:
         group.add_argument("--memory-model", default=None)
         group.add_argument("--aggregate-model", default=None)
@@ -129,15 +142,23 @@ STAGE_FLAGS: tuple[tuple[tuple[str, ...], str, dict[str, object]], ...] = (
     (("distill",), "--embedding-model",
      {"default": "", "help": "with --skills retrieve: rank skills by this /v1/embeddings "
       "model (default: a lexical scorer, no network)"}),
-    (("report",), "--cutoff-len",
-     {"type": positive_int, "default": 8192, "help": "training cutoff the report checks "
-      "instruction lengths against (tokens, default 8192)"}),
+    (("report", "publish"), "--cutoff-len",
+     {"type": positive_int, "default": 8192, "help": "the student's training cutoff in tokens: "
+      "the report and the card count records longer than this (default 8192)"}),
     (("distill", "flatten", "preferences"), "--history",
      {"type": positive_int, "default": 5, "help": "(observation, action) pairs per turn"}),
     (("distill", "preferences"), "--seed",
      {"type": int, "default": 0, "help": "seed of the done turn"}),
     (("distill", "preferences"), "--actions-only-history",
      {"action": "store_true", "help": "search: no retrieved information in the history"}),
+    (("publish",), "--license", {"default": None, "metavar": "ID", "help": "the card's license "
+     "(a Hub id such as cc-by-4.0 or mit; default: keep the card's, else other)"}),
+    (("publish",), "--pretty-name", {"default": None, "help": "the card's title"}),
+    (("publish",), "--citation", {"default": None, "metavar": "FILE",
+     "help": "a BibTeX entry for the data's origin, shown in the card"}),
+    (("publish",), "--tokenizer", {"default": None, "metavar": "PATH_OR_NAME",
+     "help": "count token lengths with the student's tokenizer (a local tokenizer.json or "
+     "model folder; needs `tokenizers`); default: a labelled character-based estimate"}),
 )
 
 
@@ -202,6 +223,9 @@ def build_parser() -> argparse.ArgumentParser:
     add_teacher_flags(run, per_stage_models=True)
     add_stage_flags(run)
     add_run_flags(run)
+    estimate = add_command("estimate", "list per teacher stage the requests, tokens and dollars "
+                           "`run` would spend (journal hits free); sends nothing")
+    copy_arguments(run, estimate)
 
     parse = add_command("parse", "stage 1: rollout text -> processed trajectories")
     parse.add_argument("env", choices=envs)
@@ -241,6 +265,7 @@ def build_parser() -> argparse.ArgumentParser:
     publish.add_argument("--dry-run", action="store_true")
     publish.add_argument("--allow-offline", action="store_true",
                          help="upload even an offline-teacher (smoke-test) corpus")
+    add_stage_flags(publish, "publish")
 
     report = add_command("report", "write report.json and report.md for a work dir")
     report.add_argument("--work-dir", required=True)
@@ -273,7 +298,11 @@ def build_graph(root: luigi.Task, args: argparse.Namespace) -> int:
             state = "would run" if task in pending else "up to date"
             where = task.output().path if isinstance(task, StageTask) else ""
             print(f"  {state:<10}  {task.get_task_family():<20} {where}")
-        return 0
+        if args.command != "run":
+            return 0
+        from skillsft.estimate import estimate_command
+
+        return estimate_command(root, args)
     work_dir = Path(root.work_dir)
     with work_dir_lock(work_dir):
         log_path = open_log(work_dir, args.command, verbose=args.verbose)
@@ -298,6 +327,10 @@ def explain_failure(unfinished: Sequence[luigi.Task], log_path: Path) -> int:
     """One line per failed stage; exit 2 when the user fixes it in the configuration, else 1."""
     failures = [f for t in unfinished if isinstance(t, StageTask)
                 if (f := read_failure(t.output_file())) is not None]
+    if failures and all(f.waiting for f in failures):
+        for failure in failures:
+            print(f"skillsft: {failure.stage} is waiting for its batches: {failure.message}")
+        return 0
     for failure in failures:
         where = "" if failure.deliberate else f" (an unexpected error: traceback in {log_path})"
         print(f"skillsft: {failure.stage} failed: {failure.message}{where}", file=sys.stderr)
@@ -362,6 +395,10 @@ def dispatch(args: argparse.Namespace) -> int:
         root = settings.build_root_task(args, os.environ)
     except settings.CommandDone as done:  # publish/report ran directly
         return done.status
+    if args.command == "estimate":
+        from skillsft.estimate import estimate_command  # imports the openai client: only here
+
+        return estimate_command(root, args)
     return execute(root, args)
 
 

@@ -8,6 +8,7 @@ that shaped an output is the one in its fingerprint.
 
 import argparse
 import difflib
+import uuid
 from collections.abc import Mapping
 from importlib import resources
 from pathlib import Path
@@ -97,8 +98,35 @@ def teacher_params(args: argparse.Namespace, environ: Mapping[str, str]) -> dict
                         ("distill", "distill_model")):
         chosen = getattr(args, flag, None)
         params[flag] = (chosen or resolved.model_for(stage)) if resolved.teacher == "openai" else ""
+    params.update(batch_params(args, resolved))
     print(f"skillsft: {announce(resolved, 'this run')}")
     return params
+
+
+TEACHER_STAGES = ("memories", "aggregate", "distill")
+
+
+def batch_params(args: argparse.Namespace, resolved: TeacherSettings) -> dict[str, object]:
+    """--batch [STAGES]: all teacher stages, or the named ones; a single-stage command's own."""
+    chosen = getattr(args, "batch", None)
+    if chosen is None:
+        stages: tuple[str, ...] = ()
+    elif chosen == "all":
+        stages = TEACHER_STAGES if args.command == "run" else (args.command,)
+    else:
+        stages = tuple(name.strip() for name in chosen.split(",") if name.strip())
+        unknown = [name for name in stages if name not in TEACHER_STAGES]
+        if unknown:
+            raise UsageError(f"--batch {chosen}: {', '.join(unknown)} is not a teacher stage "
+                             f"(choose from {', '.join(TEACHER_STAGES)})")
+    if stages and resolved.teacher != "openai":
+        raise UsageError("--batch needs the openai teacher (an API key, or --teacher openai); "
+                         "the offline teacher answers at once and for free")
+    max_cost = getattr(args, "max_cost", None)
+    return {"batch_stages": stages, "batch_wait": bool(getattr(args, "batch_wait", False)),
+            "batch_poll": getattr(args, "batch_poll", 30.0), "max_cost": max_cost,
+            # this command's spend, kept apart from any other command's
+            "spend_id": uuid.uuid4().hex if max_cost is not None else ""}
 
 
 def describe_settings_error(
@@ -162,6 +190,7 @@ def stage_params(args: argparse.Namespace) -> dict[str, object]:
         "seed": getattr(args, "seed", None),
         "keep_information": (None if not hasattr(args, "actions_only_history")
                              else not args.actions_only_history),
+        **card_params(args),
     }
     return {name: value for name, value in given.items() if value is not None}
 
@@ -170,7 +199,7 @@ def build_root_task(args: argparse.Namespace, environ: Mapping[str, str]) -> lui
     from skillsft.tasks import stages
 
     command = args.command
-    if command == "run":
+    if command in ("run", "estimate"):
         work_dir = Path(args.work_dir or environ.get("WORK_DIR") or Path("runs") / args.env)
         rollout_dir = resolve_rollout_dir(args, environ)
         check_rollout_dir(rollout_dir)
@@ -231,6 +260,7 @@ def build_root_task(args: argparse.Namespace, environ: Mapping[str, str]) -> lui
     if command == "publish":
         from skillsft.tasks.publish import publish_command
 
+        card_params(args)  # a missing citation file or tokenizer fails before the export
         raise CommandDone(publish_command(args))
     if command == "report":
         from skillsft.tasks.report import report_command
@@ -238,3 +268,23 @@ def build_root_task(args: argparse.Namespace, environ: Mapping[str, str]) -> lui
         report_command(Path(args.work_dir), args.cutoff_len)
         raise CommandDone(0)
     raise UsageError(f"unknown command {command}")
+
+
+def card_params(args: argparse.Namespace) -> dict[str, object]:
+    """The card and token-length flags (publish), checked before any work starts."""
+    citation = getattr(args, "citation", None)
+    if citation and not Path(citation).is_file():
+        raise UsageError(f"--citation {citation} is not a file (expected a BibTeX entry)")
+    tokenizer = getattr(args, "tokenizer", None)
+    if tokenizer:
+        from skillsft.pipeline.token_lengths import load_counter
+
+        load_counter(tokenizer)  # a tokenizer that cannot load fails now, not after the run
+    given = {
+        "license": getattr(args, "license", None),
+        "pretty_name": getattr(args, "pretty_name", None),
+        "citation": str(Path(citation).resolve()) if citation else None,
+        "tokenizer": tokenizer,
+        "cutoff_len": getattr(args, "cutoff_len", None),
+    }
+    return {name: value for name, value in given.items() if value is not None}

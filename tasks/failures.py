@@ -14,6 +14,7 @@ from pathlib import Path
 import orjson
 
 from skillsft.pipeline.errors import ConfigError, RolloutDirError, SkillsftError
+from skillsft.pipeline.teacher.batch.pending import BatchesPending
 
 # Errors the user fixes in their command line, environment or configuration: exit status 2.
 # Every other deliberate error (bad data, too many failures, empty output) is a failed run: 1.
@@ -26,6 +27,7 @@ class TaskFailure:
     message: str  # one line for a deliberate error; "<Type>: <text>" for a bug
     deliberate: bool  # a SkillsftError: the message says what to do, no traceback needed
     configuration: bool  # the user fixes it in flags, variables or configuration files
+    waiting: bool = False  # not a failure: its Batch API batches are still at the provider
 
 
 def failure_path(output: Path) -> Path:
@@ -41,6 +43,7 @@ def record_failure(output: Path, stage: str, exception: BaseException) -> str:
         message=first_line if deliberate else f"{type(exception).__name__}: {first_line}",
         deliberate=deliberate,
         configuration=isinstance(exception, CONFIGURATION_ERRORS),
+        waiting=isinstance(exception, BatchesPending),
     )
     path = failure_path(output)
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -49,6 +49,16 @@ class TeacherParams:
     rpm = luigi.IntParameter(default=0, significant=False)
     tpm = luigi.IntParameter(default=0, significant=False)
     prices = luigi.Parameter(default="", significant=False)
+    # The Batch API (--batch): which stages use it, and whether to wait for it. A batch answer
+    # is journaled under the same key as a live one, so these never change the output either.
+    batch_stages = luigi.ListParameter(default=(), significant=False)
+    batch_wait = luigi.BoolParameter(default=False, significant=False)
+    batch_poll = luigi.FloatParameter(default=30.0, significant=False)
+    # --max-cost: the budget and this command's spend file; --dry-run / estimate: the work dir
+    # whose journal counts as free (the teacher then only prices, in a scratch work dir).
+    max_cost = luigi.OptionalFloatParameter(default=None, significant=False)
+    spend_id = luigi.Parameter(default="", significant=False)
+    estimate_for = luigi.Parameter(default="", significant=False)
 
 
 class FailureParams:
@@ -82,3 +92,13 @@ class DistillParams:
     cutoff_len = luigi.IntParameter(default=8192)  # the report's instruction-length check
     seed = luigi.IntParameter(default=0)
     keep_information = luigi.BoolParameter(default=True)
+
+
+class CardParams:
+    """What the published card says beyond the data (publish)."""
+
+    license = luigi.Parameter(default="")
+    pretty_name = luigi.Parameter(default="")
+    citation = luigi.Parameter(default="")  # path of a BibTeX file
+    tokenizer = luigi.Parameter(default="")
+    cutoff_len = luigi.IntParameter(default=8192)

@@ -13,14 +13,30 @@ import luigi
 from skillsft.pipeline import jsonio
 from skillsft.pipeline.errors import SkillsftError
 from skillsft.pipeline.publish import PublishOptions, publish
+from skillsft.pipeline.token_lengths import DEFAULT_CUTOFF
 from skillsft.tasks.base import StageOutput
+from skillsft.tasks.params import CardParams
 from skillsft.tasks.report import detect_env
 from skillsft.tasks.stages import BuildReport
 
+CARD = ("license", "pretty_name", "citation", "tokenizer", "cutoff_len")
 
-class PublishCorpus(BuildReport):
+
+def card_options(source: object) -> dict[str, object]:
+    """PublishOptions' card fields from a task (or parsed flags); the citation file is read."""
+    citation = getattr(source, "citation", "")
+    return {
+        "license": getattr(source, "license", "") or None,
+        "pretty_name": getattr(source, "pretty_name", "") or None,
+        "citation": Path(citation).read_text(encoding="utf-8") if citation else None,
+        "tokenizer": getattr(source, "tokenizer", "") or None,
+        "cutoff_len": getattr(source, "cutoff_len", None) or DEFAULT_CUTOFF,
+    }
+
+
+class PublishCorpus(BuildReport, CardParams):
     stage = "publish"
-    shaping_params = ("repo_id", "private", "revision", "validation_fraction")
+    shaping_params = ("repo_id", "private", "revision", "validation_fraction", *CARD)
     repo_id = luigi.Parameter()
     private = luigi.BoolParameter(default=False)
     revision = luigi.Parameter(default="")
@@ -37,7 +53,7 @@ class PublishCorpus(BuildReport):
     def compute(self) -> StageOutput:
         options = PublishOptions(private=self.private, revision=self.revision or None,
                                  validation_fraction=self.validation_fraction,
-                                 allow_offline=self.allow_offline)
+                                 allow_offline=self.allow_offline, **card_options(self))
         result = publish(Path(self.work_dir), self.env, self.repo_id, options)
         print("\n".join(result.summary_lines()))
         receipt = {"repo_id": result.repo_id, "revision": result.revision,
@@ -57,6 +73,7 @@ def publish_command(args: argparse.Namespace) -> int:
         private=args.private, revision=args.revision, dry_run=args.dry_run,
         commit_message=args.commit_message, validation_fraction=args.validation_fraction,
         allow_offline=args.allow_offline,
+        **card_options(args),
     )
     try:
         result = publish(work_dir, env, args.repo_id or f"<you>/{env}-sft", options)

@@ -25,6 +25,7 @@ from skillsft.tasks.params import (
     SELECTION,
     SKILL_SELECTION,
     AggregateParams,
+    CardParams,
     DistillParams,
     FailureParams,
     MemoryParams,
@@ -373,7 +374,7 @@ class BuildReport(Flatten):
 
 
 class RunEnv(SelectionParams, TeacherParams, MemoryParams, AggregateParams, DistillParams,
-             luigi.WrapperTask):
+             CardParams, luigi.WrapperTask):
     """Everything for one environment: the task `skillsft run <env>` builds."""
 
     env = luigi.ChoiceParameter(choices=["alfworld", "webshop", "search"], var_type=str)

@@ -9,6 +9,7 @@ from collections.abc import Iterable
 import luigi
 
 from skillsft.tasks.base import StageTask
+from skillsft.tasks.failures import read_failure
 
 
 def summary_lines(graph: Iterable[luigi.Task]) -> list[str]:
@@ -22,7 +23,9 @@ def summary_lines(graph: Iterable[luigi.Task]) -> list[str]:
         target = task.output()
         manifest = target.read_manifest() if target.exists() else None
         if manifest is None:
-            lines.append(f"  {task.stage_name():<10} not finished")
+            failure = read_failure(task.output_file())
+            state = "waiting for its batches" if failure and failure.waiting else "not finished"
+            lines.append(f"  {task.stage_name():<10} {state}")
             continue
         counts = manifest.get("counts", {})
         shown = ", ".join(f"{k}={v}" for k, v in sorted(counts.items()))

@@ -2,15 +2,22 @@
 
 The API key never travels as a Luigi parameter (parameters are logged and sent to the
 scheduler); `TeacherSettings.resolve` reads it here, inside the worker, from
-OPENAI_API_KEY / DEEPSEEK_API_KEY.
+OPENAI_API_KEY / DEEPSEEK_API_KEY. Three optional layers: the Batch API (--batch), a dry run's
+estimating teacher (`estimate_for`: the work dir whose journal counts as free), and the
+--max-cost budget around whichever teacher pays.
 """
 
 from pathlib import Path
 from typing import Any
 
 from skillsft.pipeline.teacher.base import BatchStats, Teacher
+from skillsft.pipeline.teacher.batch.teacher import BatchOptions, BatchTeacher
+from skillsft.pipeline.teacher.budget import BudgetedTeacher, SpendFile
+from skillsft.pipeline.teacher.estimate import EstimatingTeacher
 from skillsft.pipeline.teacher.factory import make_teacher
 from skillsft.pipeline.teacher.settings import TeacherSettings
+
+CHUNK_WINDOWS = 4  # with --max-cost, a live stage checks the spend every 4 x concurrency calls
 
 
 def build_teacher(task: Any, stage: str, model: str) -> Teacher:
@@ -23,7 +30,18 @@ def build_teacher(task: Any, stage: str, model: str) -> Teacher:
         tpm=task.tpm or None,
         price_file=task.prices or None,
     )
-    return make_teacher(settings, journal_dir=Path(task.work_dir) / "journal", stage=stage)
+    if task.estimate_for and settings.teacher == "openai":
+        return EstimatingTeacher(settings, Path(task.estimate_for) / "journal", stage,
+                                 Path(task.work_dir) / "estimate")
+    waiting = BatchOptions(wait=task.batch_wait, poll_seconds=task.batch_poll)
+    teacher = make_teacher(settings, journal_dir=Path(task.work_dir) / "journal", stage=stage,
+                           batch=waiting if task.stage_name() in task.batch_stages else None,
+                           open_batches=waiting)
+    if task.max_cost is None or settings.teacher != "openai":
+        return teacher
+    chunk = 1 << 30 if isinstance(teacher, BatchTeacher) else CHUNK_WINDOWS * settings.concurrency
+    spend = SpendFile(Path(task.work_dir) / ".skillsft" / "spend" / f"{task.spend_id}.jsonl")
+    return BudgetedTeacher(teacher, budget_usd=task.max_cost, spend=spend, chunk=chunk)
 
 
 def stats_to_dict(stats: BatchStats) -> dict[str, Any]:

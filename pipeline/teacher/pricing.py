@@ -1,8 +1,9 @@
 """What teacher tokens cost, so a run can report dollars next to tokens.
 
 Prices are list prices in USD per 1M tokens (input, output), uncached input, as published by
-the providers; they change, so the table carries its date and can be overridden from a JSON
-file (`{"model": [input, output]}`) or explicit values. A model missing from the table has
+the providers; they change, so the table is data (prices.json beside this module) with its
+date, and can be overridden from a JSON file (`{"model": [input, output]}`, or a copy of
+prices.json) or explicit values. A model missing from the table has
 cost `None`: an unknown price is reported as unknown, never guessed.
 """
 
@@ -12,22 +13,15 @@ from pathlib import Path
 from skillsft.pipeline import jsonio
 from skillsft.pipeline.errors import ConfigError
 
-PRICES_AS_OF = "2025-08-01"
+PRICE_FILE = Path(__file__).with_name("prices.json")  # the built-in table, as data
+_BUILT_IN = jsonio.load(PRICE_FILE)
+PRICES_AS_OF: str = _BUILT_IN["as_of"]
+BATCH_DISCOUNT: float = _BUILT_IN["batch_discount"]  # the Batch API's share of the live price
 
 # model -> (USD per 1M input tokens, USD per 1M output tokens)
 DEFAULT_PRICES: dict[str, tuple[float, float]] = {
-    "offline": (0.0, 0.0),  # the rule-based teacher: answered here, free
-    "gpt-4o": (2.50, 10.00),
-    "gpt-4o-mini": (0.15, 0.60),
-    "gpt-4.1": (2.00, 8.00),
-    "gpt-4.1-mini": (0.40, 1.60),
-    "gpt-4.1-nano": (0.10, 0.40),
-    "o1": (15.00, 60.00),
-    "o3": (2.00, 8.00),
-    "o3-mini": (1.10, 4.40),
-    "o4-mini": (1.10, 4.40),
-    "deepseek-chat": (0.27, 1.10),
-    "deepseek-reasoner": (0.55, 2.19),
+    model: (float(pair[0]), float(pair[1]))
+    for model, pair in _BUILT_IN["usd_per_1m_tokens"].items()
 }
 
 
@@ -56,6 +50,13 @@ class PriceTable:
         merged.update(overrides or {})
         return cls(merged)
 
+    def for_batch(self) -> "PriceTable":
+        """The same table at the Batch API's price (`BATCH_DISCOUNT` of the live price)."""
+        table = PriceTable()
+        table.prices = {model: (pair[0] * BATCH_DISCOUNT, pair[1] * BATCH_DISCOUNT)
+                        for model, pair in self.prices.items()}
+        return table
+
     def price(self, model: str) -> tuple[float, float] | None:
         if model in self.prices:
             return self.prices[model]
@@ -71,8 +72,11 @@ class PriceTable:
 
 
 def load_price_file(path: Path) -> dict[str, tuple[float, float]]:
-    """Read `{"model": [input_usd_per_1m, output_usd_per_1m]}`; errors name the entry to fix."""
+    """Read `{"model": [input_usd_per_1m, output_usd_per_1m]}`, or a copy of the built-in
+    prices.json (the same under `usd_per_1m_tokens`); errors name the entry to fix."""
     data = jsonio.load(path)
+    if isinstance(data, dict) and isinstance(data.get("usd_per_1m_tokens"), dict):
+        data = data["usd_per_1m_tokens"]
     if not isinstance(data, dict):
         raise ConfigError(
             f"--prices {path}: expected an object mapping model names to [input, output]"

@@ -29,6 +29,8 @@ TOKEN = "hf_TESTtokenThatMustNeverLeak0123456789"
 REPO = "someone/agent-sft"
 # The fixture corpus is partly offline-written; these tests are about uploading, not consent.
 FAST = {"retry_wait_seconds": 0.0, "allow_offline": True}
+SHARD = "alfworld/train-00000-of-00001.parquet"
+META_SHARD = "alfworld/metadata/train-00000-of-00001.parquet"
 
 
 @pytest.fixture
@@ -74,7 +76,8 @@ def test_export_round_trips_every_row_in_order(work_dir: Path) -> None:
     assert parquet_rows(shards) == corpus(work_dir)
     assert (export.rows, export.splits) == (RECORDS, {"train": RECORDS})
     assert [p.relative_to(export.root).as_posix() for p in export.paths] == [
-        "alfworld/train-00000-of-00001.parquet", "README.md"]
+        "alfworld/train-00000-of-00001.parquet", "alfworld/metadata/train-00000-of-00001.parquet",
+        "README.md"]
 
 
 def test_large_corpora_are_sharded_in_order(work_dir: Path) -> None:
@@ -134,8 +137,11 @@ def test_card_yaml_parses_and_lists_the_config(work_dir: Path) -> None:
     meta = card_yaml(text)
     assert meta["configs"] == [{"config_name": "alfworld", "data_files": [
         {"split": "train", "path": "alfworld/train-*"},
-        {"split": "validation", "path": "alfworld/validation-*"}]}]
-    info = meta["dataset_info"]
+        {"split": "validation", "path": "alfworld/validation-*"}]},
+        {"config_name": "alfworld_metadata", "data_files": [
+            {"split": "train", "path": "alfworld/metadata/train-*"},
+            {"split": "validation", "path": "alfworld/metadata/validation-*"}]}]
+    info = meta["dataset_info"][0]
     assert info["config_name"] == "alfworld"
     assert info["features"] == [{"name": "instruction", "dtype": "string"},
                                 {"name": "output", "dtype": "string"}]
@@ -187,7 +193,7 @@ def test_upload_commits_exactly_this_env_and_keeps_other_configs(
     assert len(hub.commits) == 1
     commit = hub.commits[0]
     assert commit.revision == "main"
-    assert sorted(commit.added) == ["README.md", "alfworld/train-00000-of-00001.parquet"]
+    assert sorted(commit.added) == ["README.md", META_SHARD, SHARD]
     assert sorted(commit.deleted) == ["alfworld/train-00000-of-00002.parquet",
                                       "alfworld/train-00001-of-00002.parquet"]
     assert commit.message == f"skillsft: publish alfworld ({RECORDS} rows)"
@@ -198,13 +204,15 @@ def test_upload_commits_exactly_this_env_and_keeps_other_configs(
 
     card = files["README.md"].decode()
     meta = card_yaml(card)
-    assert [c["config_name"] for c in meta["configs"]] == ["alfworld", "webshop"]
+    assert [c["config_name"] for c in meta["configs"]] == ["alfworld", "alfworld_metadata",
+                                                          "webshop"]
     assert meta["license"] == "mit"  # the publisher's choice on the Hub is kept
     assert "Written by a person." in card and "webshop settings" in card
     assert "## Config `alfworld`" in card
     assert (work_dir / "hub" / "README.md").read_text() == card  # local mirror = commit
     assert result.commit_url and result.deleted == sorted(commit.deleted)
-    assert result.files == [("alfworld/train-00000-of-00001.parquet", local.stat().st_size),
+    assert result.files == [(SHARD, local.stat().st_size),
+                            (META_SHARD, len(files[META_SHARD])),
                             ("README.md", len(files["README.md"]))]
 
 
@@ -227,7 +235,7 @@ def test_new_private_repo_on_a_new_branch(work_dir: Path, hub: FakeHub, api: HfA
     publish(work_dir, "alfworld", REPO, options, api=api)
     assert hub.repos[REPO].private
     assert hub.files(REPO, "main") == {}
-    assert sorted(hub.files(REPO, "v2")) == ["README.md", "alfworld/train-00000-of-00001.parquet"]
+    assert sorted(hub.files(REPO, "v2")) == ["README.md", META_SHARD, SHARD]
     assert hub.commits[0].message == "first cut"
 
 
@@ -297,7 +305,7 @@ def test_dry_run_stays_local_and_lists_files_with_sizes(
     assert hub.requests == []
     root = work_dir / "hub"
     assert result.files == [(p, (root / p).stat().st_size)
-                            for p in ("alfworld/train-00000-of-00001.parquet", "README.md")]
+                            for p in (SHARD, META_SHARD, "README.md")]
     text = "\n".join(result.summary_lines())
     assert text.startswith(f"would upload to {REPO}@main:")
     assert "alfworld/train-00000-of-00001.parquet" in text

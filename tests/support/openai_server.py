@@ -6,6 +6,10 @@ in a message), or with whatever a pluggable `responder(request_json) -> str` ret
 tests can answer semantically. GET /stats returns the counters as JSON (for a server run as a
 subprocess); POST /reset clears them.
 
+The Batch API (/v1/files, /v1/batches: states, output and error files, partial failures,
+expiry, cancellation) is served by batch_endpoint.py; its items are answered by the same
+function as live requests, so they depend on the prompt and meet the same faults.
+
 Faults are injected by configuration and are reproducible: whether a request gets one is
 decided by hashing (seed, prompt content hash, how many times this prompt arrived before), so
 the same prompt on the same attempt meets the same fate however the requests interleave.
@@ -29,6 +33,8 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from tests.support.batch_endpoint import BatchEndpoint
+
 Responder = Callable[[dict[str, Any]], str]
 
 FAULTS = ("rate_limit", "server_error", "malformed", "truncated", "hang", "drop")
@@ -49,6 +55,11 @@ class ServerConfig:
     refuse_json_object: bool = False  # 400 for response_format json_object
     seed: int = 0
     responder: Responder | None = None
+    # The Batch API (batch_endpoint.py): polls until a batch finishes, how many of the first
+    # batches expire, and a hook run once a batch exists, before the client hears its id.
+    batch_polls: int = 2
+    expire_batches: int = 0
+    on_batch_created: Callable[[str], None] | None = None
 
     def probabilities(self) -> tuple[float, ...]:
         return (
@@ -72,6 +83,7 @@ class ServerStats:
     bodies: list[dict[str, Any]] = field(default_factory=list)
     authorization_seen: set[str] = field(default_factory=set)
     embedded_texts: list[str] = field(default_factory=list)  # every text sent to /embeddings
+    batch_items: int = 0  # batch lines answered (each one paid like a live request)
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -82,6 +94,7 @@ class ServerStats:
             "paid_by_prompt": dict(self.paid_by_prompt),
             "paid": sum(self.paid_by_prompt.values()),
             "faults": dict(self.faults),
+            "batch_items": self.batch_items,
         }
 
 
@@ -174,6 +187,46 @@ def schema_answer(body: dict[str, Any]) -> str:
     return json.dumps(example_from_schema(schema) if schema else {})
 
 
+def chat_completion(
+    config: ServerConfig, body: dict[str, Any], content_hash: str, attempt: int,
+    fault: str | None,
+) -> dict[str, Any]:
+    """The body of a 200 answer: the responder's (or the schema's) answer to this prompt, spoilt
+    when the fault says so. Live requests and batch items are answered by this one function."""
+    content = config.responder(body) if config.responder else schema_answer(body)
+    finish_reason = "stop"
+    if fault == "malformed":
+        content = "{" + content[: len(content) // 2] + " <- not JSON"
+    elif fault == "truncated":
+        content = content[: len(content) // 2]
+        finish_reason = "length"
+    prompt_tokens = count_prompt_tokens(body)
+    completion_tokens = max(1, len(content) // 4)
+    return {
+        "id": f"chatcmpl-{content_hash[:12]}-{attempt}",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": body.get("model", "test-model"),
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": content},
+                "finish_reason": finish_reason,
+            }
+        ],
+        "usage": {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens,
+        },
+    }
+
+
+def count_prompt_tokens(body: dict[str, Any]) -> int:
+    """What the server bills as prompt tokens: a quarter of the messages' JSON length."""
+    return len(json.dumps(body.get("messages", []))) // 4
+
+
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     disable_nagle_algorithm = True  # else headers and body wait ~40 ms for a delayed ACK
@@ -182,7 +235,25 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
         pass  # keep test output quiet
 
+    def _batch_route(self, method: str, raw: bytes = b"") -> bool:
+        """Serve /v1/files and /v1/batches; False when the path is not theirs."""
+        endpoint = self.server.owner.batches
+        if not endpoint.handles(self.path):
+            return False
+        response = endpoint.handle(method, self.path, self.headers, raw)
+        try:
+            self.send_response(response.status)
+            self.send_header("Content-Type", response.content_type)
+            self.send_header("Content-Length", str(len(response.body)))
+            self.end_headers()
+            self.wfile.write(response.body)
+        except (BrokenPipeError, ConnectionResetError):
+            self.close_connection = True
+        return True
+
     def do_GET(self) -> None:
+        if self._batch_route("GET"):
+            return
         if self.path.rstrip("/").endswith("/stats"):
             with self.server.owner.lock:
                 payload = self.server.owner.stats.as_json()
@@ -193,6 +264,8 @@ class _Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         length = int(self.headers.get("Content-Length", 0))
         raw = self.rfile.read(length)
+        if self._batch_route("POST", raw):
+            return
         if self.path.rstrip("/").endswith("/reset"):
             self.server.owner.reset()
             self._send_json(200, {"ok": True})
@@ -281,38 +354,9 @@ class _Handler(BaseHTTPRequestHandler):
             with contextlib.suppress(OSError):
                 self.connection.shutdown(socket.SHUT_RDWR)
             return
-        content = config.responder(body) if config.responder else schema_answer(body)
-        finish_reason = "stop"
-        if fault == "malformed":
-            content = "{" + content[: len(content) // 2] + " <- not JSON"
-        elif fault == "truncated":
-            content = content[: len(content) // 2]
-            finish_reason = "length"
-        prompt_tokens = len(json.dumps(body.get("messages", []))) // 4
-        completion_tokens = max(1, len(content) // 4)
         with owner.lock:
             owner.stats.paid_by_prompt[content_hash] += 1
-        self._send_json(
-            200,
-            {
-                "id": f"chatcmpl-{content_hash[:12]}-{attempt}",
-                "object": "chat.completion",
-                "created": int(time.time()),
-                "model": body.get("model", "test-model"),
-                "choices": [
-                    {
-                        "index": 0,
-                        "message": {"role": "assistant", "content": content},
-                        "finish_reason": finish_reason,
-                    }
-                ],
-                "usage": {
-                    "prompt_tokens": prompt_tokens,
-                    "completion_tokens": completion_tokens,
-                    "total_tokens": prompt_tokens + completion_tokens,
-                },
-            },
-        )
+        self._send_json(200, chat_completion(config, body, content_hash, attempt, fault))
 
     def _send_json(
         self, status: int, payload: dict[str, Any], headers: dict[str, str] | None = None
@@ -346,6 +390,31 @@ class FakeOpenAIServer:
         self._httpd = _HTTPServer(("127.0.0.1", port), _Handler)
         self._httpd.owner = self
         self._thread: threading.Thread | None = None
+        self.batches = BatchEndpoint(
+            self.answer_batch_item,
+            batch_polls=self.config.batch_polls,
+            expire_batches=self.config.expire_batches,
+            on_batch_created=self.config.on_batch_created,
+        )
+
+    def answer_batch_item(self, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        """One line of a batch, answered like a live request of the same prompt (same faults,
+        except those that only a live connection can meet: 429, hang, drop)."""
+        content_hash = prompt_hash(body)
+        with self.lock:
+            attempt = self.stats.by_prompt[content_hash]
+            self.stats.by_prompt[content_hash] += 1
+            self.stats.batch_items += 1
+        fault = fault_for(self.config, content_hash, attempt)
+        if fault in ("rate_limit", "hang", "drop"):
+            fault = None
+        if fault:
+            self.count_fault(fault)
+        if fault == "server_error":
+            return 500, {"error": {"message": "internal error", "type": "server_error"}}
+        with self.lock:
+            self.stats.paid_by_prompt[content_hash] += 1
+        return 200, chat_completion(self.config, body, content_hash, attempt, fault)
 
     @property
     def port(self) -> int:
@@ -389,12 +458,16 @@ def main(argv: list[str] | None = None) -> None:
     for fault in FAULTS:
         parser.add_argument(f"--p-{fault.replace('_', '-')}", type=float, default=0.0)
     parser.add_argument("--refuse-json-schema", action="store_true")
+    parser.add_argument("--batch-polls", type=int, default=2)
+    parser.add_argument("--expire-batches", type=int, default=0)
     args = parser.parse_args(argv)
     config = ServerConfig(
         latency=args.latency,
         retry_after=args.retry_after,
         hang_seconds=args.hang_seconds,
         refuse_json_schema=args.refuse_json_schema,
+        batch_polls=args.batch_polls,
+        expire_batches=args.expire_batches,
         seed=args.seed,
         **{f"p_{fault}": getattr(args, f"p_{fault}") for fault in FAULTS},
     )

@@ -1,6 +1,7 @@
 """Run one openai-teacher batch of toy requests in its own process (kill -9 tests).
 
     python -m tests.support.teacher_run --base-url URL --work-dir DIR --count N [--concurrency C]
+        [--batch]
 
 Prints one JSON line with the outcome counts when the batch finishes.
 """
@@ -10,6 +11,7 @@ import json
 from pathlib import Path
 
 from skillsft.pipeline.teacher.base import TeacherRequest
+from skillsft.pipeline.teacher.batch.teacher import BatchOptions, BatchTeacher
 from skillsft.pipeline.teacher.openai_teacher import OpenAITeacher
 from skillsft.pipeline.teacher.settings import TeacherSettings
 from tests.support.fixtures import TEST_API_KEY, ToyAnswer
@@ -37,6 +39,7 @@ def main() -> None:
     parser.add_argument("--work-dir", required=True, type=Path)
     parser.add_argument("--count", type=int, default=100)
     parser.add_argument("--concurrency", type=int, default=4)
+    parser.add_argument("--batch", action="store_true", help="through the Batch API, waiting")
     args = parser.parse_args()
     settings = TeacherSettings.resolve(
         {},
@@ -48,7 +51,11 @@ def main() -> None:
         timeout=5.0,
         show_progress=False,
     )
-    teacher = OpenAITeacher(settings, args.work_dir, "toy")
+    teacher = (
+        BatchTeacher(settings, args.work_dir, "toy", BatchOptions(wait=True, poll_seconds=0.01))
+        if args.batch
+        else OpenAITeacher(settings, args.work_dir, "toy")
+    )
     results, stats = teacher.run_batch(toy_requests(args.count), stage="toy")
     print(
         json.dumps(

@@ -185,7 +185,9 @@ def test_publish_uploads_pairs_config_and_skill_document(tmp_path: Path, monkeyp
         publish(work, "alfworld", "someone/agent", options, api=HfApi(endpoint=hub.url))
         [commit] = hub.commits
         files = hub.files("someone/agent")
-    assert sorted(commit.added) == ["README.md", "alfworld/train-00000-of-00001.parquet",
+    assert sorted(commit.added) == ["README.md",
+                                    "alfworld/metadata/train-00000-of-00001.parquet",
+                                    "alfworld/train-00000-of-00001.parquet",
                                     "alfworld_preferences/train-00000-of-00001.parquet",
                                     "skills/alfworld-skills/SKILL.md"]
     assert commit.deleted == ["alfworld_preferences/train-00000-of-00002.parquet"]
@@ -196,5 +198,6 @@ def test_publish_uploads_pairs_config_and_skill_document(tmp_path: Path, monkeyp
         work / "skills" / "alfworld-skills" / "SKILL.md").read_bytes()
     card = files["README.md"].decode()
     configs = yaml.safe_load(card.split("---", 2)[1])["configs"]
-    assert [c["config_name"] for c in configs] == ["alfworld", "alfworld_preferences"]
+    assert sorted(c["config_name"] for c in configs) == ["alfworld", "alfworld_metadata",
+                                                         "alfworld_preferences"]
     assert "## Config `alfworld_preferences`" in card

@@ -49,3 +49,39 @@ def test_run_refuses_to_publish_an_offline_corpus_without_consent(tmp_path: Path
         assert "--allow-offline" in done.stdout + done.stderr
         assert not hub.commits
     assert "Smoke-test corpus" in (tmp_path / "w" / "report.md").read_text()
+
+
+def test_card_flags_reach_the_published_card_through_run_and_publish(tmp_path: Path) -> None:
+    work = tmp_path / "w"
+    citation = tmp_path / "origin.bib"
+    citation.write_text("@misc{alfworld,\n  title = {ALFWorld rollouts}\n}\n")
+    with running_hub() as hub:
+        env = {**os.environ, "HF_ENDPOINT": hub.url, "HF_TOKEN": TOKEN,
+               "HF_HUB_DISABLE_TELEMETRY": "1", "HF_HOME": str(tmp_path / "hf")}
+        command = [sys.executable, "-m", "skillsft", "run", "alfworld", "--teacher", "offline",
+                   "--work-dir", str(work), "--repo-id", "someone/agent-sft",
+                   "--license", "cc-by-4.0", "--pretty-name", "Skills SFT",
+                   "--citation", str(citation), "--cutoff-len", "100", "--allow-offline"]
+        done = subprocess.run(command, cwd=REPO_ROOT, env=env, capture_output=True, text=True)
+        assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+        card = hub.files("someone/agent-sft")["README.md"].decode()
+        assert "license: cc-by-4.0" in card and "pretty_name: Skills SFT" in card
+        assert 'load_dataset("someone/agent-sft", "alfworld_metadata")' in card
+        assert "title = {ALFWorld rollouts}" in card
+        assert "longer than a cutoff of 100 tokens" in card
+        assert any(n.startswith("alfworld/metadata/train-") for n in hub.files("someone/agent-sft"))
+
+        # the same flags on `skillsft publish`, dry run: the local card changes, nothing is sent
+        commits = len(hub.commits)
+        publish = [sys.executable, "-m", "skillsft", "publish", "--work-dir", str(work),
+                   "--repo-id", "someone/agent-sft", "--dry-run", "--license", "mit",
+                   "--pretty-name", "Renamed", "--allow-offline"]
+        done = subprocess.run(publish, cwd=REPO_ROOT, env=env, capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+        local = (work / "hub" / "README.md").read_text()
+        assert "license: mit" in local and "pretty_name: Renamed" in local
+        assert len(hub.commits) == commits
+
+        missing = subprocess.run([*publish, "--citation", str(tmp_path / "nope.bib")],
+                                 cwd=REPO_ROOT, env=env, capture_output=True, text=True)
+        assert missing.returncode == 2 and "--citation" in missing.stderr

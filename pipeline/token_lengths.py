@@ -1,0 +1,96 @@
+"""How long the corpus is in the student's tokens, and how much of it a cutoff would cut.
+
+Trainers truncate every example at a cutoff (LLaMA-Factory's `cutoff_len`, TRL's
+`max_length`) counted in the student model's tokens, prompt and response together. With
+`--tokenizer PATH_OR_NAME` the lengths are counted with that tokenizer: a `tokenizer.json`
+file or a folder holding one (loaded with `tokenizers`), else a name or folder that
+`transformers` finds locally. Nothing is downloaded. Without a tokenizer the lengths are the
+report's regex word-piece estimate, and say so: BPE tokenizers count somewhat more.
+"""
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from pydantic import BaseModel, Field
+
+from skillsft.pipeline.errors import ConfigError
+from skillsft.pipeline.report import TOKEN_APPROXIMATION, approx_tokens, distribution
+from skillsft.schemas.conversation import AlpacaRecord
+from skillsft.schemas.report import Distribution
+
+DEFAULT_CUTOFF = 8192
+TokenCounter = Callable[[Sequence[str]], list[int]]
+
+
+class TokenLengths(BaseModel):
+    method: str  # the tokenizer, or the estimate's description
+    exact: bool  # counted with the student's tokenizer
+    cutoff: int
+    instruction: Distribution = Field(default_factory=Distribution)
+    output: Distribution = Field(default_factory=Distribution)
+    over_cutoff: int = 0  # records whose instruction + output exceed the cutoff
+
+    def card_lines(self) -> list[str]:
+        label = f"tokenizer `{self.method}`" if self.exact else (
+            f"estimated, not a tokenizer: {self.method}")
+        lines = [f"Token lengths ({label}):", "",
+                 "| column | p50 | p90 | p99 | max |", "|---|---|---|---|---|"]
+        for name, d in (("instruction", self.instruction), ("output", self.output)):
+            lines.append(f"| {name} | {d.p50:.0f} | {d.p90:.0f} | {d.p99:.0f} | {d.max:.0f} |")
+        lines += ["", f"Records longer than a cutoff of {self.cutoff} tokens (instruction + "
+                  f"output): {self.over_cutoff}."]
+        return lines
+
+
+def load_counter(name_or_path: str) -> TokenCounter:
+    """A batch token counter for a local tokenizer; a ConfigError says what to install."""
+    path = Path(name_or_path)
+    file = path / "tokenizer.json" if path.is_dir() else path
+    if file.is_file():
+        try:
+            from tokenizers import Tokenizer
+        except ImportError:
+            raise ConfigError(f"--tokenizer {name_or_path}: reading tokenizer.json needs the "
+                              "`tokenizers` package: pip install 'skillsft[tokenizer]'") from None
+        tokenizer = Tokenizer.from_file(str(file))
+        return lambda texts: [len(e.ids) for e in tokenizer.encode_batch(
+            list(texts), add_special_tokens=False)]
+    try:
+        from transformers import AutoTokenizer  # type: ignore[import-not-found]
+    except ImportError:
+        raise ConfigError(f"--tokenizer {name_or_path}: no tokenizer.json there, and loading "
+                          "a tokenizer by name needs `transformers`; pass a tokenizer.json file "
+                          "or the model folder holding one") from None
+    try:
+        loaded = AutoTokenizer.from_pretrained(name_or_path, local_files_only=True)
+    except Exception as exc:  # noqa: BLE001 - transformers raises many kinds; one line for all
+        raise ConfigError(f"--tokenizer {name_or_path}: not found locally ({exc}); download "
+                          "the model's tokenizer first, or pass its tokenizer.json") from None
+    return lambda texts: [len(ids) for ids in loaded(list(texts), add_special_tokens=False)[
+        "input_ids"]]
+
+
+def token_lengths(records: Sequence[AlpacaRecord], tokenizer: str | None = None,
+                  cutoff: int = DEFAULT_CUTOFF) -> TokenLengths:
+    if tokenizer:
+        count = load_counter(tokenizer)
+        instruction = count([r.instruction for r in records])
+        output = count([r.output for r in records])
+        method, exact = display_name(tokenizer), True
+    else:
+        instruction = [approx_tokens(r.instruction) for r in records]
+        output = [approx_tokens(r.output) for r in records]
+        method, exact = TOKEN_APPROXIMATION, False
+    return TokenLengths(
+        method=method, exact=exact, cutoff=cutoff,
+        instruction=distribution(instruction), output=distribution(output),
+        over_cutoff=sum(1 for i, o in zip(instruction, output, strict=True) if i + o > cutoff),
+    )
+
+
+def display_name(name_or_path: str) -> str:
+    """What the card calls the tokenizer: a model name, never a local path."""
+    path = Path(name_or_path)
+    if path.exists():
+        return (path.parent if path.is_file() else path).resolve().name
+    return name_or_path
