@@ -22,13 +22,14 @@ import re
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from skillsft.pipeline.postchecks import PostCheck, apply_postchecks
+from skillsft.pipeline.turns import TextTurn
 from skillsft.schemas.conversation import AlpacaRecord, Conversation
 from skillsft.schemas.trajectory import Step
 
-if TYPE_CHECKING:
-    from skillsft.pipeline.postchecks import PostCheck
+__all__ = ["LayoutError", "RenderOptions", "TextTurn"]  # TextTurn is re-exported for callers
 
 
 @dataclass(frozen=True)
@@ -52,22 +53,6 @@ class TurnDraft:
     observation: str
     admissible: tuple[str, ...] = ()
     synthetic: bool = False
-
-
-@dataclass(frozen=True)
-class TextTurn:
-    """A text-environment turn as data: what was seen, what was done, and why.
-
-    `emit` is False for a turn a post-check dropped: it stays in the sequence because the
-    agent did take that action, so later turns' histories still show it.
-    """
-
-    observation: str
-    admissible: tuple[str, ...]
-    action: str
-    thought: str = ""
-    emit: bool = True
-    dropped_by: str = ""  # the post-check reason when a check dropped this turn
 
 
 class LayoutError(ValueError):
@@ -179,10 +164,6 @@ class TextLayout:
         options: RenderOptions,
         counts: Counter[str] | None = None,
     ) -> list[TurnDraft]:
-        from skillsft.pipeline.postchecks import (
-            apply_postchecks,  # it builds on this module's TextTurn
-        )
-
         turns = self.turns_from_steps(steps, trajectory_id, options)
         has_final = len(turns) == len(steps)  # one turn per step pair, plus the synthetic one
         if self.repairs:
@@ -265,15 +246,13 @@ class TextLayout:
     def alpaca_records(
         self,
         conversation: Conversation,
-        checks: Sequence["PostCheck"],
+        checks: Sequence[PostCheck],
         options: RenderOptions,
         counts: Counter[str],
         dropped: list[tuple[int, TextTurn]] | None = None,
     ) -> list[AlpacaRecord]:
         """Records of the emitted turns; (turn number, turn) of each turn a check dropped is
         appended to `dropped`, so the caller can list it."""
-        from skillsft.pipeline.postchecks import apply_postchecks
-
         turns, window = self.parse_turns(conversation, options.history)
         turns = apply_postchecks(turns, checks, counts)
         records = []
@@ -359,7 +338,7 @@ class SearchLayout:
     def alpaca_records(
         self,
         conversation: Conversation,
-        checks: Sequence["PostCheck"],
+        checks: Sequence[PostCheck],
         options: RenderOptions,
         counts: Counter[str],
         dropped: list[tuple[int, TextTurn]] | None = None,

@@ -16,7 +16,7 @@ from pathlib import Path
 import luigi
 from luigi.execution_summary import LuigiStatusCode
 
-from skillsft import __version__, settings
+from skillsft import __version__, preference_commands, settings
 from skillsft.arguments import (
     StrictParser,
     copy_arguments,
@@ -34,6 +34,7 @@ from skillsft.tasks.base import StageTask, input_signatures_frozen, walk_graph
 from skillsft.tasks.failures import CONFIGURATION_ERRORS, clear_failure, read_failure
 from skillsft.tasks.summary import print_summary
 
+PREFERENCE_COMMANDS = ("preferences", "export-skills")
 STAGES = ("parse", "memories", "aggregate", "distill", "flatten", "report", "publish",
           "preferences", "skills")
 _OK = {LuigiStatusCode.SUCCESS, LuigiStatusCode.SUCCESS_WITH_RETRY}
@@ -391,9 +392,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def dispatch(args: argparse.Namespace) -> int:
+    build = (preference_commands.build_command if args.command in PREFERENCE_COMMANDS
+             else settings.build_root_task)
     try:
-        root = settings.build_root_task(args, os.environ)
-    except settings.CommandDone as done:  # publish/report ran directly
+        root = build(args, os.environ)
+    except settings.CommandDone as done:  # publish/report/export-skills ran directly
         return done.status
     if args.command == "estimate":
         from skillsft.estimate import estimate_command  # imports the openai client: only here

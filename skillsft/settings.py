@@ -253,10 +253,6 @@ def build_root_task(args: argparse.Namespace, environ: Mapping[str, str]) -> lui
             **{k: v for k, v in {**stage_params(args), **extra}.items()
                if k in task_cls.get_param_names()},
         )
-    if command in ("preferences", "export-skills"):
-        from skillsft.preference_commands import build_command
-
-        return build_command(args, environ)
     if command == "publish":
         from skillsft.tasks.publish import publish_command
 
