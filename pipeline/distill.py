@@ -42,7 +42,7 @@ from skillsft.pipeline.teacher.base import (
 from skillsft.schemas.conversation import Conversation, ExtraInfo, Turn
 from skillsft.schemas.distill_answers import DistillAnswer, thoughts_answer_model
 from skillsft.schemas.reject import Reject
-from skillsft.schemas.skill_bank import SkillBank
+from skillsft.schemas.skill_bank import Skill, SkillBank
 from skillsft.schemas.trajectory import SearchTrajectorySet, TrajectorySet
 
 if TYPE_CHECKING:
@@ -247,6 +247,23 @@ def source_of(teacher: Teacher, stats: BatchStats | None) -> str:
     return f"{teacher.name}:{model}"
 
 
+def skill_block(
+    bank: SkillBank,
+    spec: "EnvSpec",
+    category: str,
+    task: str,
+    selection: SkillSelection,
+    scorer: Scorer,
+    block_options: BlockOptions,
+) -> tuple[str, list[Skill]]:
+    """The retrieved-experience block stage 3 puts into a record's prompt, and the
+    task-specific skills it shows: the category's, or those retrieved for the task."""
+    if selection.mode == "retrieve":
+        return retrieved_block(bank, spec, category, task, selection, scorer, block_options)
+    return (render_block(bank, spec, category, block_options),
+            list(bank.category_skills().get(category, [])))
+
+
 def distill(
     records: Sequence[TrajectoryRecord],
     spec: "EnvSpec",
@@ -278,16 +295,14 @@ def distill(
     for record in records:
         category = spec.classify_task(record.task, getattr(record, "data_source", None))
         key = f"{category}\n{record.task}" if retrieving else category
-        if key not in blocks and retrieving:
-            blocks[key], chosen = retrieved_block(bank, spec, category, record.task,
-                                                  options.skills, scorer, options.block)
+        if key not in blocks:
+            blocks[key], chosen = skill_block(bank, spec, category, record.task, options.skills,
+                                              scorer, options.block)
             shown[key] = [s.title for s in chosen]
-            counts["records_without_retrieved_skills"] += not chosen
-            counts["retrieved_skills"] += len(chosen)
-        elif key not in blocks:
-            blocks[key] = render_block(bank, spec, category, options.block)
-            shown[key] = [s.title for s in bank.category_skills().get(category, [])]
-            if not bank.category_skills().get(category):
+            if retrieving:
+                counts["records_without_retrieved_skills"] += not chosen
+                counts["retrieved_skills"] += len(chosen)
+            elif not chosen:
                 counts["categories_without_skills"] += 1
         for number, steps in enumerate(record.trajectories):
             trajectory_id = f"{record.env_id}/{number}"

@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from operator import attrgetter
 from pathlib import Path
 
+from skillsft.pipeline.dump_kind import check_environment
+from skillsft.pipeline.envs import ENVS, EnvSpec
 from skillsft.pipeline.errors import MalformedRollout, RolloutDirError
 from skillsft.pipeline.loops import remove_loops
 from skillsft.pipeline.parse import check_rollout_dir
@@ -117,17 +119,18 @@ Collector = Callable[[Path, float, Counter[str], list[Reject]], list[EpisodeGrou
 COLLECTORS: dict[str, Collector] = {"steps": collect_env_folders, "search": collect_questions}
 
 
-def collect_episodes(rollout_format_name: str, rollout_dir: str | Path,
-                     win_reward: float) -> EpisodesResult:
+def collect_episodes(spec: EnvSpec, rollout_dir: str | Path) -> EpisodesResult:
     """Every episode under `rollout_dir`, grouped; a bad file is a reject, never an exception.
 
-    Raises `RolloutDirError` when the folder is missing or holds no episode at all.
+    Raises `RolloutDirError` when the folder is missing or holds no episode at all, and
+    `WrongEnvironment` (as stage 1 does) when it holds another environment's dump.
     """
     rollout_dir = Path(rollout_dir)
     check_rollout_dir(rollout_dir)
+    check_environment(rollout_dir, spec, list(ENVS.values()))
     counts: Counter[str] = Counter()
     rejects: list[Reject] = []
-    groups = COLLECTORS[rollout_format_name](rollout_dir, win_reward, counts, rejects)
+    groups = COLLECTORS[spec.rollout_format.name](rollout_dir, spec.win_reward, counts, rejects)
     if not groups:
         raise RolloutDirError(f"no readable rollout episode in {rollout_dir}")
     counts["groups"] = len(groups)

@@ -28,7 +28,8 @@ from skillsft.pipeline import distill
 from skillsft.pipeline.anchors import INITIAL, Anchors, DecisionPoint, find_anchors
 from skillsft.pipeline.conversations import LayoutError, RenderOptions, TurnDraft
 from skillsft.pipeline.episodes import EpisodeGroup, EpisodeRecord, outcomes
-from skillsft.pipeline.render import BlockOptions, render_block
+from skillsft.pipeline.render import BlockOptions
+from skillsft.pipeline.skill_selection import LexicalScorer, Scorer, SkillSelection
 from skillsft.pipeline.teacher.base import BatchStats, Teacher, TeacherRequest
 from skillsft.schemas import Reject, TrajectorySet
 from skillsft.schemas.base import StrictModel
@@ -74,6 +75,10 @@ class PreferencePair(StrictModel):
 class PreferenceOptions:
     render: RenderOptions = field(default_factory=RenderOptions)
     block: BlockOptions = field(default_factory=BlockOptions)
+    # The same skill choice as stage 3's (--skills and its parameters), so a pair's prompt is
+    # the instruction stage 4 writes for that state.
+    skills: SkillSelection = field(default_factory=SkillSelection)
+    scorer: Scorer = field(default_factory=LexicalScorer)
     context_steps: int = 2  # earlier turns shown to the teacher as context
     input_name: str = "rollouts"  # how rejects name the input
 
@@ -154,8 +159,10 @@ def find_candidates(
             continue
         counts["groups_both_outcomes"] += 1
         category = spec.classify_task(group.task, group.data_source)
-        if category not in blocks:  # the same block stage 3 puts in the system prompt
-            blocks[category] = render_block(bank, spec, category, options.block)
+        block_key = f"{category}\n{group.task}"
+        if block_key not in blocks:  # the same block stage 3 puts in the system prompt
+            blocks[block_key], _ = distill.skill_block(
+                bank, spec, category, group.task, options.skills, options.scorer, options.block)
         seen: set[tuple[str, str, str]] = set()
         for won in wins:
             for lost in losses:
@@ -172,15 +179,15 @@ def find_candidates(
                     continue
                 seen.add(key)
                 try:
-                    chosen = side_of(spec, group, blocks[category], won, point, options.render)
-                    rejected = side_of(spec, group, blocks[category], lost, other, options.render)
+                    chosen = side_of(spec, group, blocks[block_key], won, point, options.render)
+                    rejected = side_of(spec, group, blocks[block_key], lost, other, options.render)
                 except LayoutError as exc:
                     counts["skipped_layout"] += 1
                     rejects.append(Reject(stage=STAGE, file=options.input_name,
                                           reason="layout", detail=f"{anchor_id}: {exc}"))
                     continue
                 candidates.append(
-                    Candidate(group, category, blocks[category], anchor_id, chosen, rejected)
+                    Candidate(group, category, blocks[block_key], anchor_id, chosen, rejected)
                 )
     return candidates
 

@@ -88,6 +88,13 @@ def non_negative_float(text: str) -> float:
     return value
 
 
+def positive_float(text: str) -> float:
+    value = float(_number(text, float))
+    if not value > 0:  # also refuses nan
+        raise argparse.ArgumentTypeError(f"must be more than 0, got {text}")
+    return value
+
+
 def share(text: str) -> float:
     """A share of items, 0 to 1 inclusive (a failure rate)."""
     value = float(_number(text, float))

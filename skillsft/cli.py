@@ -23,6 +23,7 @@ from skillsft.arguments import (
     held_out_share,
     non_negative_float,
     non_negative_int,
+    positive_float,
     positive_int,
     share,
 )
@@ -77,7 +78,7 @@ def add_teacher_flags(parser: argparse.ArgumentParser, *, per_stage_models: bool
     group.add_argument("--batch-wait", action="store_true",
                        help="with --batch: poll until the batches finish instead of exiting "
                        "with the stage waiting")
-    group.add_argument("--batch-poll", type=non_negative_float, default=30.0, metavar="SECONDS",
+    group.add_argument("--batch-poll", type=positive_float, default=30.0, metavar="SECONDS",
                        help="seconds between polls while waiting (default 30)")
     group.add_argument("--max-cost", type=non_negative_float, default=None, metavar="USD",
                        help="stop before a stage whose estimate would pass this budget, and "

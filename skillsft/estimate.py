@@ -23,7 +23,7 @@ from skillsft.pipeline.teacher.pricing import BATCH_DISCOUNT, PRICES_AS_OF
 from skillsft.run_log import close_log, open_log
 from skillsft.tasks.base import input_signatures_frozen
 
-STAGE_ORDER = ("memories", "aggregate", "distill")
+STAGE_ORDER = ("memories", "aggregate", "distill", "preferences")
 
 
 def estimate_root(root: luigi.Task, args: argparse.Namespace) -> list[StageEstimate]:

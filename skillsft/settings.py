@@ -157,6 +157,9 @@ def selection_params(args: argparse.Namespace) -> dict[str, object]:
     for text in args.source_range:
         try:
             SourceRange.parse(text)
+        except ValidationError as exc:
+            reason = exc.errors()[0]["msg"].removeprefix("Value error, ")
+            raise UsageError(f"--source-range {text}: {reason}") from None
         except ValueError as exc:
             raise UsageError(f"--source-range: {exc}") from None
     return {

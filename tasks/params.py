@@ -7,6 +7,9 @@ the task): where or how fast to work (work dir, paths, concurrency) never invali
 and input files count by content, not by path.
 """
 
+from pathlib import Path
+from typing import Any
+
 import luigi
 
 SELECTION = ("min_trajs_per_env", "n_trajs_per_env", "n_success_envs", "n_fail_envs",
@@ -93,6 +96,36 @@ class DistillParams:
     seed = luigi.IntParameter(default=0)
     keep_information = luigi.BoolParameter(default=True)
 
+
+    def selection_params(self) -> dict[str, str]:
+        """The skill-selection parameters, for fingerprints: only with --skills retrieve, so a
+        default run keeps the fingerprints of earlier runs."""
+        if self.skills == "category":
+            return {}
+        chosen = self.to_str_params(only_significant=True)  # type: ignore[attr-defined]
+        return {k: chosen[k] for k in SKILL_SELECTION if k in chosen}
+
+    def skill_selection(self) -> Any:
+        from skillsft.pipeline.skill_selection import SkillSelection
+
+        return SkillSelection(mode=self.skills, top_k=self.top_k_skills,
+                              threshold=self.skill_threshold,
+                              max_block_chars=self.max_block_chars,
+                              embedding_model=self.embedding_model)
+
+    def scorer(self) -> Any:
+        """Embeddings when --embedding-model is given (journaled in the work dir), else
+        lexical. An estimate sends nothing, embeddings included: it ranks lexically."""
+        from skillsft.pipeline.skill_selection import EmbeddingScorer, LexicalScorer
+        from skillsft.pipeline.teacher.embeddings import EmbeddingClient
+        from skillsft.pipeline.teacher.settings import TeacherSettings
+
+        task: Any = self
+        if self.skills != "retrieve" or not self.embedding_model or task.estimate_for:
+            return LexicalScorer()
+        settings = TeacherSettings.resolve(teacher="openai", base_url=task.base_url or None)
+        return EmbeddingScorer(EmbeddingClient(settings, self.embedding_model,
+                                               Path(task.work_dir) / "journal"))
 
 class CardParams:
     """What the published card says beyond the data (publish)."""

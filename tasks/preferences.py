@@ -8,6 +8,7 @@ versions, so changing any of them recomputes it and nothing else does. `SkillDoc
 """
 
 from pathlib import Path
+from typing import Any
 
 import luigi
 
@@ -57,6 +58,9 @@ class PreferencePairs(FromSkillBank):
     def output_name(self) -> str:  # type: ignore[override]
         return f"{self.env}_preference_pairs.jsonl"
 
+    def fingerprinted_params(self) -> dict[str, Any]:
+        return dict(sorted({**super().fingerprinted_params(), **self.selection_params()}.items()))
+
     def external_signatures(self) -> dict[str, str]:
         return {**super().external_signatures(),
                 "rollout_dir": signature_of_tree(Path(self.rollout_dir))}
@@ -76,13 +80,15 @@ class PreferencePairs(FromSkillBank):
         from skillsft.tasks.stages import rejects_lines
 
         spec = get_env(self.env)
-        episodes = collect_episodes(spec.rollout_format.name, self.rollout_dir, spec.win_reward)
+        episodes = collect_episodes(spec, self.rollout_dir)
         bank = load_skill_bank(self.bank_file(), spec)
         teacher = build_teacher(self, "preferences", self.distill_model)
         options = PreferenceOptions(
             render=RenderOptions(history=self.history, seed=self.seed,
                                  search_information=self.keep_information),
             input_name=str(self.rollout_dir),
+            skills=self.skill_selection(),
+            scorer=self.scorer(),
         )
         result = build_preference_pairs(episodes.groups, spec, bank, teacher, options)
         rejects = episodes.rejects + result.rejects

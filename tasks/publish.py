@@ -14,7 +14,7 @@ from skillsft.pipeline import jsonio
 from skillsft.pipeline.errors import SkillsftError
 from skillsft.pipeline.publish import PublishOptions, publish
 from skillsft.pipeline.token_lengths import DEFAULT_CUTOFF
-from skillsft.tasks.base import StageOutput
+from skillsft.tasks.base import StageOutput, hash_file
 from skillsft.tasks.params import CardParams
 from skillsft.tasks.report import detect_env
 from skillsft.tasks.stages import BuildReport
@@ -42,6 +42,13 @@ class PublishCorpus(BuildReport, CardParams):
     revision = luigi.Parameter(default="")
     validation_fraction = luigi.FloatParameter(default=0.0)
     allow_offline = luigi.BoolParameter(default=False)
+
+    def external_signatures(self) -> dict[str, str]:
+        """The citation file's content, not only its path: an edited BibTeX is a new card."""
+        signatures = super().external_signatures()
+        if self.citation and Path(self.citation).is_file():
+            signatures["citation"] = hash_file(Path(self.citation))
+        return signatures
 
     @property
     def output_name(self) -> str:  # type: ignore[override]

@@ -23,7 +23,6 @@ from skillsft.tasks.base import StageOutput, StageTask, hash_file, signature_of_
 from skillsft.tasks.params import (
     RENDERING,
     SELECTION,
-    SKILL_SELECTION,
     AggregateParams,
     CardParams,
     DistillParams,
@@ -242,32 +241,7 @@ class Distill(FromInputs, SelectionParams, TeacherParams, MemoryParams, Aggregat
         return {"prompt/distill": PROMPT_VERSION}
 
     def fingerprinted_params(self) -> dict[str, Any]:
-        params = super().fingerprinted_params()
-        if self.skills != "category":
-            chosen = self.to_str_params(only_significant=True)
-            params.update({k: chosen[k] for k in SKILL_SELECTION if k in chosen})
-        return dict(sorted(params.items()))
-
-    def skill_selection(self) -> Any:
-        from skillsft.pipeline.skill_selection import SkillSelection
-
-        return SkillSelection(mode=self.skills, top_k=self.top_k_skills,
-                              threshold=self.skill_threshold,
-                              max_block_chars=self.max_block_chars,
-                              embedding_model=self.embedding_model)
-
-    def scorer(self) -> Any:
-        """Embeddings when --embedding-model is given (journaled in the work dir), else
-        lexical."""
-        from skillsft.pipeline.skill_selection import EmbeddingScorer, LexicalScorer
-        from skillsft.pipeline.teacher.embeddings import EmbeddingClient
-        from skillsft.pipeline.teacher.settings import TeacherSettings
-
-        if self.skills != "retrieve" or not self.embedding_model:
-            return LexicalScorer()
-        settings = TeacherSettings.resolve(teacher="openai", base_url=self.base_url or None)
-        return EmbeddingScorer(EmbeddingClient(settings, self.embedding_model,
-                                               Path(self.work_dir) / "journal"))
+        return dict(sorted({**super().fingerprinted_params(), **self.selection_params()}.items()))
 
     def compute(self) -> StageOutput:
         from skillsft.pipeline.conversations import RenderOptions
@@ -365,7 +339,15 @@ class BuildReport(Flatten):
 
     def compute(self) -> StageOutput:
         from skillsft.pipeline.report import build_report, render_report_md
+        from skillsft.tasks.preferences import PreferencePairs
 
+        if not self.preferences:
+            # Pairs an earlier run made from other settings are retired, so that neither this
+            # report nor a publish presents them with this corpus (their teacher answers stay
+            # in the journal: asking for them again costs nothing).
+            stale = self.clone(PreferencePairs).output()
+            stale.invalidate()
+            Path(stale.path).unlink(missing_ok=True)
         report = build_report(Path(self.work_dir), self.env, self.cutoff_len)
         return StageOutput(
             payload=jsonio.dumps(report),

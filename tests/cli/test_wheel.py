@@ -6,6 +6,7 @@ test pip, not us). The folder the commands run in holds modules named `tasks`, `
 `schemas`, as a user's project may: skillsft must not import them.
 """
 
+import shutil
 import subprocess
 import sys
 import sysconfig
@@ -16,9 +17,18 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_the_readme_command_runs_from_an_installed_wheel(tmp_path: Path) -> None:
+    # Built from a copy of the committed files: a build in the working tree would leave build/
+    # behind, and a stale build/ can smuggle deleted modules into later wheels.
+    source = tmp_path / "source"
+    tracked = subprocess.run(["git", "ls-files", "-z"], cwd=REPO_ROOT, check=True,
+                             capture_output=True).stdout.decode().split("\0")
+    for name in filter(None, tracked):
+        if (REPO_ROOT / name).is_file():
+            (source / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(REPO_ROOT / name, source / name)
     wheels = tmp_path / "wheels"
     subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(wheels),
-                    str(REPO_ROOT)], check=True, capture_output=True, timeout=600)
+                    str(source)], check=True, capture_output=True, timeout=600)
     wheel = next(wheels.glob("skillsft-*.whl"))
 
     env_dir = tmp_path / "venv"

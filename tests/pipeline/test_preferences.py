@@ -77,7 +77,7 @@ def rollouts(tmp_path: Path, write_env: Callable[..., Path]) -> Path:
 
 def groups_of(root: Path, env: str = "alfworld"):
     spec = get_env(env)
-    return spec, collect_episodes(spec.rollout_format.name, root, spec.win_reward)
+    return spec, collect_episodes(spec, root)
 
 
 def test_equal_states_are_anchors_unequal_and_loop_removed_ones_are_not(rollouts: Path) -> None:

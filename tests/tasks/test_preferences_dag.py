@@ -17,6 +17,7 @@ from huggingface_hub import HfApi
 
 from skillsft.cli import main
 from skillsft.pipeline.publish import PublishOptions, export_local, publish
+from skillsft.tasks.targets import manifest_path_for
 from tests.support.fixtures import TEST_API_KEY
 from tests.support.hub_server import running_hub
 from tests.support.openai_server import schema_answer
@@ -201,3 +202,21 @@ def test_publish_uploads_pairs_config_and_skill_document(tmp_path: Path, monkeyp
     assert sorted(c["config_name"] for c in configs) == ["alfworld", "alfworld_metadata",
                                                          "alfworld_preferences"]
     assert "## Config `alfworld_preferences`" in card
+
+
+def test_pair_prompts_follow_retrieved_skills_and_stale_pairs_are_retired(tmp_path: Path) -> None:
+    """With --skills retrieve a pair's prompt is still the corpus record's instruction; a later
+    run without --preferences retires the old pairs so they are neither reported nor published."""
+    work = tmp_path / "w"
+    args = ["run", "alfworld", "--teacher", "offline", "--work-dir", str(work),
+            "--include-mixed", "--skills", "retrieve", "--skill-threshold", "0.2"]
+    assert main([*args, "--preferences"]) == 0
+    pairs = read_pairs(work / "alfworld_preference_pairs.jsonl")
+    corpus = {(r["instruction"], r["output"])
+              for r in json.loads((work / "alfworld_sft_data.json").read_text())}
+    assert pairs and all((p["prompt"], p["chosen"]) in corpus for p in pairs)
+
+    assert main([*args, "--history", "3"]) == 0
+    report = json.loads((work / "report.json").read_text())
+    assert "preferences" not in {s["stage"] for s in report["stages"]}
+    assert not manifest_path_for(work / "alfworld_preference_pairs.jsonl").exists()

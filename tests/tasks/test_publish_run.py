@@ -71,6 +71,13 @@ def test_card_flags_reach_the_published_card_through_run_and_publish(tmp_path: P
         assert "longer than a cutoff of 100 tokens" in card
         assert any(n.startswith("alfworld/metadata/train-") for n in hub.files("someone/agent-sft"))
 
+        # an edited citation file is a new card: publishing (only) would run again
+        citation.write_text("@misc{alfworld,\n  title = {ALFWorld rollouts, 2nd ed.}\n}\n")
+        dry = subprocess.run([*command, "--dry-run"], cwd=REPO_ROOT, env=env, capture_output=True,
+                             text=True)
+        would = {line.split()[2] for line in dry.stdout.splitlines() if "would run" in line}
+        assert would == {"PublishCorpus", "RunEnv"}, dry.stdout
+
         # the same flags on `skillsft publish`, dry run: the local card changes, nothing is sent
         commits = len(hub.commits)
         publish = [sys.executable, "-m", "skillsft", "publish", "--work-dir", str(work),
