@@ -9,6 +9,7 @@ lengths and how many records each check dropped.
 
 from huggingface_hub import DatasetCard
 
+from skillsft.pipeline.corpus_metrics import DEFAULT_CUTOFF_LEN
 from skillsft.pipeline.dataset_card import replace_section
 from skillsft.pipeline.envs import ENVS
 from skillsft.pipeline.token_lengths import TokenLengths
@@ -22,7 +23,8 @@ def config_names(card: DatasetCard) -> list[str]:
     return [c["config_name"] for c in card.data.get("configs") or [] if "config_name" in c]
 
 
-def usage_section(repo_id: str | None, configs: list[str], citation: str | None) -> str:
+def usage_section(repo_id: str | None, configs: list[str], citation: str | None,
+                  cutoff_len: int = DEFAULT_CUTOFF_LEN) -> str:
     repo = repo_id or PLACEHOLDER_REPO
     alpaca = [c for c in configs if c in ENVS]  # the environments' alpaca configs
     first = alpaca[0] if alpaca else (configs[0] if configs else "alfworld")
@@ -31,11 +33,13 @@ def usage_section(repo_id: str | None, configs: list[str], citation: str | None)
         lines += [f"Replace `{PLACEHOLDER_REPO}` with the repo id this folder is uploaded to.", ""]
     lines += ["```python", "from datasets import load_dataset", ""]
     lines += [f'{_var(c)} = load_dataset("{repo}", "{c}")' for c in configs]
-    lines += ["```", "",
-              "Each environment has an alpaca config (`instruction`, `output`) and a "
-              "`<env>_metadata` config with the same rows plus `environment`, `category`, "
-              "`trajectory_id`, `step` and `skill_ids` (the skills and mistakes shown in the "
-              "prompt).", "",
+    lines += ["```", ""]
+    if any(c.endswith("_metadata") for c in configs):
+        lines += ["Each environment has an alpaca config (`instruction`, `output`); an "
+                  "`<env>_metadata` config, where present, has the same rows plus "
+                  "`environment`, `category`, `trajectory_id`, `step` and `skill_ids` (the "
+                  "skills and mistakes shown in the prompt).", ""]
+    lines += [
               "TRL (`SFTTrainer` takes prompt/completion columns):", "",
               "```python",
               "from trl import SFTConfig, SFTTrainer",
@@ -43,7 +47,7 @@ def usage_section(repo_id: str | None, configs: list[str], citation: str | None)
               f'train = load_dataset("{repo}", "{first}", split="train").rename_columns(',
               '    {"instruction": "prompt", "output": "completion"})',
               'trainer = SFTTrainer(model="<student model>", train_dataset=train,',
-              '                     args=SFTConfig(max_length=8192))',
+              f'                     args=SFTConfig(max_length={cutoff_len}))',
               "```", "",
               "LLaMA-Factory (`data/dataset_info.json`; the local export also writes one):", "",
               "```json",
@@ -60,10 +64,11 @@ def _var(config: str) -> str:
     return "ds_" + config.replace("-", "_")
 
 
-def with_usage(card_text: str, repo_id: str | None, citation: str | None) -> str:
+def with_usage(card_text: str, repo_id: str | None, citation: str | None,
+               cutoff_len: int = DEFAULT_CUTOFF_LEN) -> str:
     card = DatasetCard(card_text)
     card.text = replace_section(card.text, USAGE_SECTION,
-                                usage_section(repo_id, config_names(card), citation))
+                                usage_section(repo_id, config_names(card), citation, cutoff_len))
     return str(card)
 
 

@@ -41,6 +41,7 @@ from huggingface_hub.errors import EntryNotFoundError, HfHubHTTPError, RevisionN
 from huggingface_hub.utils import build_hf_headers, hf_raise_for_status, http_backoff
 
 from skillsft.pipeline.card_usage import environment_lines, with_usage
+from skillsft.pipeline.corpus_metrics import DEFAULT_CUTOFF_LEN
 from skillsft.pipeline.dataset_card import (
     CardConfig,
     add_configs,
@@ -51,7 +52,7 @@ from skillsft.pipeline.dataset_card import (
 from skillsft.pipeline.errors import InputError, SkillsftError
 from skillsft.pipeline.publish_extras import export_extras
 from skillsft.pipeline.report import HUB_DIR, Provenance, build_report, load_corpus, load_provenance
-from skillsft.pipeline.token_lengths import DEFAULT_CUTOFF, TokenLengths, token_lengths
+from skillsft.pipeline.token_lengths import TokenLengths, token_lengths
 from skillsft.pipeline.trainer_files import (
     METADATA_FEATURES,
     METADATA_FOLDER,
@@ -89,7 +90,7 @@ class PublishOptions:
     repo_id: str | None = None  # for the card's load_dataset lines (a placeholder without)
     citation: str | None = None  # BibTeX of the data's origin, shown in the card
     tokenizer: str | None = None  # the student's tokenizer for the token lengths
-    cutoff_len: int = DEFAULT_CUTOFF
+    cutoff_len: int = DEFAULT_CUTOFF_LEN
     max_shard_bytes: int = 500 * 1024 * 1024
     max_retries: int = 5
     retry_wait_seconds: float = 2.0  # first back-off wait; doubles up to 30 s
@@ -290,7 +291,7 @@ def aligned_provenance(work_dir: Path, env: str, kept: list[int],
 
 def card_text(work_dir: Path, env: str, export: LocalExport, existing: str | None,
               options: PublishOptions) -> str:
-    report = build_report(work_dir, env)
+    report = build_report(work_dir, env, options.cutoff_len)
     settings = "\n".join([generation_settings(without_empty_stage_rows(report)),
                           *environment_lines(report, export.token_lengths)])
     card = merged_card(existing, export.card_config, settings, license=options.license,
@@ -299,7 +300,7 @@ def card_text(work_dir: Path, env: str, export: LocalExport, existing: str | Non
         card = merged_card(card, extra_config, section, license=options.license,
                            pretty_name=options.pretty_name)
     return with_usage(add_configs(card, export.metadata_configs), options.repo_id,
-                      options.citation)
+                      options.citation, options.cutoff_len)
 
 
 # -- the Hub ----------------------------------------------------------------------------------

@@ -13,12 +13,12 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
+from skillsft.pipeline.corpus_metrics import DEFAULT_CUTOFF_LEN
 from skillsft.pipeline.errors import ConfigError
 from skillsft.pipeline.report import TOKEN_APPROXIMATION, approx_tokens, distribution
 from skillsft.schemas.conversation import AlpacaRecord
 from skillsft.schemas.report import Distribution
 
-DEFAULT_CUTOFF = 8192
 TokenCounter = Callable[[Sequence[str]], list[int]]
 
 
@@ -71,7 +71,7 @@ def load_counter(name_or_path: str) -> TokenCounter:
 
 
 def token_lengths(records: Sequence[AlpacaRecord], tokenizer: str | None = None,
-                  cutoff: int = DEFAULT_CUTOFF) -> TokenLengths:
+                  cutoff: int = DEFAULT_CUTOFF_LEN) -> TokenLengths:
     if tokenizer:
         count = load_counter(tokenizer)
         instruction = count([r.instruction for r in records])

@@ -160,7 +160,7 @@ STAGE_FLAGS: tuple[tuple[tuple[str, ...], str, dict[str, object]], ...] = (
      "help": "a BibTeX entry for the data's origin, shown in the card"}),
     (("publish",), "--tokenizer", {"default": None, "metavar": "PATH_OR_NAME",
      "help": "count token lengths with the student's tokenizer (a local tokenizer.json or "
-     "model folder; needs `tokenizers`); default: a labelled character-based estimate"}),
+     "model folder; needs `tokenizers`); default: a labelled word-piece estimate"}),
 )
 
 

@@ -11,9 +11,9 @@ from pathlib import Path
 import luigi
 
 from skillsft.pipeline import jsonio
+from skillsft.pipeline.corpus_metrics import DEFAULT_CUTOFF_LEN
 from skillsft.pipeline.errors import SkillsftError
 from skillsft.pipeline.publish import PublishOptions, publish
-from skillsft.pipeline.token_lengths import DEFAULT_CUTOFF
 from skillsft.tasks.base import StageOutput, hash_file
 from skillsft.tasks.params import CardParams
 from skillsft.tasks.report import detect_env
@@ -30,7 +30,7 @@ def card_options(source: object) -> dict[str, object]:
         "pretty_name": getattr(source, "pretty_name", "") or None,
         "citation": Path(citation).read_text(encoding="utf-8") if citation else None,
         "tokenizer": getattr(source, "tokenizer", "") or None,
-        "cutoff_len": getattr(source, "cutoff_len", None) or DEFAULT_CUTOFF,
+        "cutoff_len": getattr(source, "cutoff_len", None) or DEFAULT_CUTOFF_LEN,
     }
 
 
