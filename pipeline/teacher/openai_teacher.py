@@ -13,9 +13,10 @@ What we layer on top:
   (rate limits are the one error that waiting reliably cures);
 - the journal (journal.py): a response is fsynced before use, re-runs answer from it, and a
   per-request claim stops two processes paying for the same request;
-- structured answers (structured.py): json_schema, then json_object, then plain text when the
-  server answers 400, remembering per endpoint what worked; every answer validated, with a
-  bounded re-ask that tells the model what was wrong.
+- structured answers (structured.py, negotiation.py): the response mode an (endpoint, model)
+  accepts is probed once before its first paid request and kept beside the journal; a refusal
+  met later (any 4xx/5xx about the response format) steps down one mode and is kept too; every
+  answer validated, with a bounded re-ask that tells the model what was wrong.
 A request that still fails is a TeacherResult with its error and last raw text.
 """
 
@@ -33,8 +34,17 @@ import httpx2
 import openai
 from openai import AsyncOpenAI, DefaultAsyncHttpxClient
 from skillsft.pipeline.teacher.base import TeacherRequest, TeacherResult
+from skillsft.pipeline.teacher.endpoints import redact_url, scrub, url_digest
 from skillsft.pipeline.teacher.journal import Journal, JournalRecord, request_key
 from skillsft.pipeline.teacher.limits import AdaptiveLimiter, MinuteWindow
+from skillsft.pipeline.teacher.negotiation import (
+    PROBE_MAX_TOKENS,
+    PROBE_PROMPT,
+    ModeStore,
+    ProbeAnswer,
+    is_format_refusal,
+    mode_is_confirmed,
+)
 from skillsft.pipeline.teacher.pricing import PriceTable
 from skillsft.pipeline.teacher.progress import BatchTracker
 from skillsft.pipeline.teacher.settings import TeacherSettings
@@ -55,11 +65,10 @@ log = logging.getLogger("skillsft.teacher")
 # o1, o3, o3-mini, o4-mini, the gpt-5 family, and DeepSeek's reasoner (optionally behind a
 # "vendor/" prefix): they reject temperature and take max_completion_tokens.
 _REASONING_MODEL = re.compile(r"^(o\d+(-.*)?|gpt-5.*|deepseek-reasoner.*)$")
-# A 400 that is about the response format (and so worth retrying in a weaker mode) says so.
-_FORMAT_REFUSAL = re.compile(r"response_format|json_schema|json_object|structured output", re.I)
-
-# What each endpoint accepted last: the first mode tried for its next request.
-_ENDPOINT_MODES: dict[str, ResponseMode] = {}
+# What each (endpoint, model) accepted last in this process: the first mode tried for its next
+# request (the work dir's response_modes.json carries it to other processes and runs).
+_ENDPOINT_MODES: dict[tuple[str, str], ResponseMode] = {}
+PROBE_PROMPT_VERSION = "probe/1"
 
 RATE_LIMIT_ROUNDS = 4  # extra rounds after the client's own retries gave up on a 429
 
@@ -105,7 +114,7 @@ class _CallFailed(Exception):
 
 
 class _Refused(Exception):
-    """The server answered 400 to a request sent in this response mode."""
+    """The server refused a request because of the response mode it was sent in."""
 
     def __init__(self, mode: ResponseMode, detail: str) -> None:
         super().__init__(detail)
@@ -144,7 +153,9 @@ class OpenAITeacher:
         self.stage = stage
         self.model = settings.model_for(stage)
         self.endpoint = settings.endpoint()
+        self.shown_endpoint = redact_url(self.endpoint)
         self.journal = Journal(Path(journal_dir) / f"teacher_{stage}.jsonl")
+        self.modes = ModeStore(Path(journal_dir) / "response_modes.json")
         self.prices = prices or PriceTable.with_overrides(
             settings.price_file, settings.price_overrides
         )
@@ -208,6 +219,8 @@ class _BatchRun:
         self.settings = teacher.settings
         self.tracker = tracker
         self.limiter = AdaptiveLimiter(self.settings.concurrency)
+        self.mode: ResponseMode | None = None  # settled by `current_mode`
+        self._mode_lock = asyncio.Lock()
         self.rpm = MinuteWindow(self.settings.rpm) if self.settings.rpm else None
         self.tpm = MinuteWindow(self.settings.tpm) if self.settings.tpm else None
         http_client = DefaultAsyncHttpxClient(
@@ -325,30 +338,135 @@ class _BatchRun:
         """Get one raw answer for these messages, journaled before it is returned."""
         teacher = self.teacher
         key = teacher.key_for(messages, request)
+        await self.current_mode()
         floor = 0  # weakest mode this request has been refused in, plus one
         while True:
             try:
                 record = await self._create(request, messages, floor, key)
             except _Refused as refusal:
                 floor = RESPONSE_MODES.index(refusal.mode) + 1
-                if floor < len(RESPONSE_MODES):
-                    log.info(
-                        "%s refused response mode %s (%s); trying %s",
-                        teacher.endpoint,
-                        refusal.mode,
-                        refusal.detail,
-                        RESPONSE_MODES[floor],
-                    )
+                if floor < len(RESPONSE_MODES) and self.settings.response_format == "auto":
+                    log.info("%s refused response mode %s (%s); trying %s",
+                             teacher.shown_endpoint, refusal.mode, refusal.detail[:300],
+                             RESPONSE_MODES[floor])
+                    self._learn(RESPONSE_MODES[floor])
                     continue
-                raise await self._failed(request, key, "bad_request", refusal.detail) from None
+                detail = f"the server refused response mode {refusal.mode}: {refusal.detail}"
+                raise await self._failed(request, key, "format_refused", detail) from None
             except _CallFailed as failure:
                 raise await self._failed(request, key, failure.kind, failure.detail) from None
             self.tracker.paid(teacher.model, record.prompt_tokens, record.completion_tokens)
             self.limiter.on_success()
             return record
 
-    def _endpoint_mode(self) -> ResponseMode:
-        return _ENDPOINT_MODES.get(self.teacher.endpoint, "json_schema")
+    # The response mode ---------------------------------------------------------------------
+
+    def _cache_key(self) -> tuple[str, str]:
+        return (self.teacher.endpoint, self.teacher.model)
+
+    def _learn(self, mode: ResponseMode) -> None:
+        """Step down to `mode` (never up: a refusal seen is not forgotten within a run) and keep
+        it for other processes and later runs."""
+        if self.mode is not None and RESPONSE_MODES.index(mode) <= RESPONSE_MODES.index(self.mode):
+            return
+        self.mode = mode
+        _ENDPOINT_MODES[self._cache_key()] = mode
+        self.teacher.modes.put(self.teacher.endpoint, self.teacher.model, mode)
+
+    async def current_mode(self) -> ResponseMode:
+        """The mode requests start in: forced, else known (this process, then the work dir),
+        else probed now, once, before the first paid request."""
+        if self.settings.response_format != "auto":
+            return self.settings.response_format  # type: ignore[return-value]
+        if self.mode is not None:
+            return self.mode
+        async with self._mode_lock:
+            if self.mode is None:
+                known = _ENDPOINT_MODES.get(self._cache_key()) or self.teacher.modes.get(
+                    self.teacher.endpoint, self.teacher.model
+                )
+                if known in RESPONSE_MODES:
+                    self.mode = known
+                else:
+                    await self._probe_once()
+        assert self.mode is not None
+        return self.mode
+
+    async def _probe_once(self) -> None:
+        """Probe unless another process (holding the same claim) just did."""
+        teacher = self.teacher
+        store_key = ModeStore.key(teacher.endpoint, teacher.model)
+        claim = await teacher.journal.claim("probe-" + url_digest(store_key))
+        try:
+            known = teacher.modes.get(teacher.endpoint, teacher.model)
+            if known in RESPONSE_MODES:
+                self.mode = known
+                return
+            probed = await self._probe()
+            if probed is None:
+                self.mode = RESPONSE_MODES[0]  # unknown: refusals will teach us
+            else:
+                self._learn(probed)
+        finally:
+            claim.release()
+
+    async def _probe(self) -> ResponseMode | None:
+        """One tiny request per mode, best first; the first mode that works. None when the probe
+        failed for another reason (the requests themselves then meet and report it)."""
+        teacher = self.teacher
+        parameters = dict(teacher.parameters)
+        if not is_reasoning_model(teacher.model):
+            parameters["max_tokens"] = min(PROBE_MAX_TOKENS, self.settings.max_output_tokens)
+        for mode in RESPONSE_MODES:
+            messages = messages_for_mode(
+                ({"role": "user", "content": PROBE_PROMPT},), mode, ProbeAnswer
+            )
+            format_parameter = response_format(mode, ProbeAnswer)
+            key = request_key(
+                model=teacher.model, messages=messages,
+                parameters={**parameters, "response_format": format_parameter},
+                answer_schema=answer_schema(ProbeAnswer), prompt_version=PROBE_PROMPT_VERSION,
+            )
+            probe: TeacherRequest[ProbeAnswer] = TeacherRequest(
+                request_id=f"probe:{mode}", kind="probe", messages=tuple(messages),
+                answer_model=ProbeAnswer, prompt_version=PROBE_PROMPT_VERSION,
+            )
+            extra = {"extra_body": {"response_format": format_parameter}} if format_parameter \
+                else {}
+            started = time.monotonic()
+            try:
+                # No client retries: a 5xx refusal (llama-cpp-python) must not cost a backoff.
+                completion = await self.client.with_options(max_retries=0).chat.completions.create(
+                    model=teacher.model, messages=messages,  # type: ignore[arg-type]
+                    **parameters, **extra,
+                )
+                record = await self._journal_response(
+                    probe, key, completion, time.monotonic() - started, mode
+                )
+            except openai.APIStatusError as exc:
+                if is_format_refusal(exc):
+                    await self._failed(probe, key, "format_refused", str(exc))
+                    log.info("%s model %s refused response mode %s",
+                             teacher.shown_endpoint, teacher.model, mode)
+                    continue
+                await self._failed(probe, key, f"http_{exc.status_code}", str(exc))
+                return None
+            except (openai.APIError, _CallFailed) as exc:
+                await self._failed(probe, key, "probe_failed", str(exc))
+                return None
+            self.tracker.paid(teacher.model, record.prompt_tokens, record.completion_tokens)
+            try:
+                parse_answer(record.raw_text, record.finish_reason, ProbeAnswer)
+                valid = True
+            except AnswerProblem:
+                valid = False
+            if mode_is_confirmed(mode, valid):
+                log.info("%s model %s: response mode %s", teacher.shown_endpoint,
+                         teacher.model, mode)
+                return mode
+            log.info("%s model %s accepted response mode %s but did not enforce the schema",
+                     teacher.shown_endpoint, teacher.model, mode)
+        return RESPONSE_MODES[-1]
 
     async def _journal_response(
         self, request: TeacherRequest[Any], key: str, completion: Any, latency: float,
@@ -364,8 +482,6 @@ class _BatchRun:
                 f"the endpoint answered a {type(completion).__name__}, not a chat completion: "
                 f"{str(completion)[:200]!r}; is the base URL an OpenAI-compatible /v1 endpoint?",
             )
-        if RESPONSE_MODES.index(mode) > RESPONSE_MODES.index(self._endpoint_mode()):
-            _ENDPOINT_MODES[teacher.endpoint] = mode
         choice = completion.choices[0] if completion.choices else None
         usage = completion.usage
         record = JournalRecord(
@@ -400,7 +516,8 @@ class _BatchRun:
                 estimate = sum(len(m.get("content", "")) for m in messages) // 4
                 await self.tpm.take(estimate + self.settings.max_output_tokens)
             async with self.limiter.slot():
-                mode = RESPONSE_MODES[max(floor, RESPONSE_MODES.index(self._endpoint_mode()))]
+                current = await self.current_mode()
+                mode = RESPONSE_MODES[max(floor, RESPONSE_MODES.index(current))]
                 parameters = dict(self.teacher.parameters)
                 format_parameter = response_format(mode, request.answer_model)
                 if format_parameter is not None:
@@ -422,18 +539,18 @@ class _BatchRun:
                         raise _CallFailed("quota_exhausted", str(exc)) from exc
                     if round_number == RATE_LIMIT_ROUNDS:
                         raise _CallFailed("rate_limited", str(exc)) from exc
-                except openai.BadRequestError as exc:
-                    if _FORMAT_REFUSAL.search(str(exc)):
+                except openai.APIStatusError as exc:
+                    if is_format_refusal(exc):
                         raise _Refused(mode, str(exc)) from exc
-                    raise _CallFailed("bad_request", str(exc)) from exc
+                    if exc.status_code == 400:
+                        raise _CallFailed("bad_request", str(exc)) from exc
+                    kind = "server_error" if exc.status_code >= 500 else f"http_{exc.status_code}"
+                    raise _CallFailed(kind, str(exc)) from exc
                 except openai.APITimeoutError as exc:
                     detail = f"no answer within {self.settings.timeout}s"
                     raise _CallFailed("timeout", detail) from exc
                 except openai.APIConnectionError as exc:
                     raise _CallFailed("connection", str(exc)) from exc
-                except openai.APIStatusError as exc:
-                    kind = "server_error" if exc.status_code >= 500 else f"http_{exc.status_code}"
-                    raise _CallFailed(kind, str(exc)) from exc
                 except openai.APIError as exc:  # anything else the client raises: one request
                     raise _CallFailed("api_error", str(exc)) from exc
             await asyncio.sleep(min(30.0, 0.5 * 2**round_number) * random.uniform(0.5, 1.0))
@@ -449,6 +566,7 @@ class _BatchRun:
         secret = self.settings.api_key.get_secret_value() if self.settings.api_key else ""
         if secret:
             detail = detail.replace(secret, "[api key]")
+        detail = scrub(detail, self.teacher.endpoint)
         await self.teacher.journal.append_async(
             JournalRecord(
                 key=key,

@@ -26,6 +26,11 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
 TeacherKind = Literal["openai", "offline"]
+# `auto` negotiates (negotiation.py); any other value forces that mode, refusals included.
+ResponseFormatChoice = Literal["auto", "json_schema", "json_object_schema", "json_object", "text"]
+RESPONSE_FORMAT_CHOICES: tuple[str, ...] = (
+    "auto", "json_schema", "json_object_schema", "json_object", "text"
+)
 
 OPENAI_BASE_URL = "https://api.openai.com/v1"
 DEEPSEEK_BASE_URL = "https://api.deepseek.com"
@@ -66,6 +71,7 @@ class TeacherSettings(BaseModel):
     tpm: int | None = Field(default=None, ge=1)
     temperature: float = 0.3
     max_output_tokens: int = Field(default=4096, ge=1)
+    response_format: ResponseFormatChoice = "auto"
     price_file: Path | None = None
     price_overrides: dict[str, tuple[float, float]] = Field(default_factory=dict)
     show_progress: bool = True

@@ -28,6 +28,8 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from skillsft.pipeline.teacher.negotiation import PROBE_PROMPT
+
 Responder = Callable[[dict[str, Any]], str]
 
 FAULTS = ("rate_limit", "server_error", "malformed", "truncated", "hang", "drop")
@@ -45,7 +47,9 @@ class ServerConfig:
     retry_after: float = 0.05  # seconds, sent in the Retry-After header
     hang_seconds: float = 5.0
     refuse_json_schema: bool = False  # 400 for response_format json_schema
-    refuse_json_object: bool = False  # 400 for response_format json_object
+    refuse_json_object: bool = False  # 400 for response_format json_object (any form)
+    refuse_json_object_schema: bool = False  # refuse json_object only when it carries a schema
+    refusal_status: int = 400  # llama-cpp-python refuses an unknown format type with a 500
     seed: int = 0
     responder: Responder | None = None
 
@@ -70,6 +74,7 @@ class ServerStats:
     faults: Counter[str] = field(default_factory=Counter)
     bodies: list[dict[str, Any]] = field(default_factory=list)
     authorization_seen: set[str] = field(default_factory=set)
+    probes: int = 0  # response-mode probes (negotiation.PROBE_PROMPT), also in the counts above
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -80,6 +85,7 @@ class ServerStats:
             "paid_by_prompt": dict(self.paid_by_prompt),
             "paid": sum(self.paid_by_prompt.values()),
             "faults": dict(self.faults),
+            "probes": self.probes,
         }
 
 
@@ -138,10 +144,45 @@ def example_from_schema(schema: dict[str, Any], root: dict[str, Any] | None = No
     return "example" + "x" * max(0, schema.get("minLength", 0) - 7)
 
 
+def is_probe(body: dict[str, Any]) -> bool:
+    """A response-mode probe of the teacher (negotiation.py), not a stage request."""
+    return any(m.get("content") == PROBE_PROMPT for m in body.get("messages", []))
+
+
+def strict_mode_problem(schema: Any, where: str = "schema") -> str | None:
+    """What OpenAI's strict mode would reject in a schema: an object that is not closed or
+    does not require every property, or a keyword it does not take."""
+    if isinstance(schema, list):
+        for index, item in enumerate(schema):
+            if problem := strict_mode_problem(item, f"{where}[{index}]"):
+                return problem
+        return None
+    if not isinstance(schema, dict):
+        return None
+    for keyword in ("minLength", "maxLength", "default"):
+        if keyword in schema:
+            return f"{where}: '{keyword}' is not permitted in strict mode"
+    if schema.get("type") == "object" or "properties" in schema:
+        if schema.get("additionalProperties") is not False:
+            return f"{where}: 'additionalProperties' is required to be supplied and to be false"
+        if sorted(schema.get("required", [])) != sorted(schema.get("properties", {})):
+            return f"{where}: 'required' is required to include every key in 'properties'"
+    for key, value in schema.items():
+        children = value.values() if key in ("properties", "$defs") else [value]
+        for child in children:
+            if isinstance(child, dict | list) and (
+                problem := strict_mode_problem(child, f"{where}.{key}")
+            ):
+                return problem
+    return None
+
+
 def schema_of_request(body: dict[str, Any]) -> dict[str, Any] | None:
     response_format = body.get("response_format") or {}
     if response_format.get("type") == "json_schema":
         return response_format["json_schema"]["schema"]
+    if response_format.get("type") == "json_object" and "schema" in response_format:
+        return response_format["schema"]
     decoder = json.JSONDecoder()
     for message in body.get("messages", []):
         content = str(message.get("content", ""))
@@ -197,6 +238,7 @@ class _Handler(BaseHTTPRequestHandler):
             stats.in_flight += 1
             stats.peak_in_flight = max(stats.peak_in_flight, stats.in_flight)
             stats.bodies.append(body)
+            stats.probes += is_probe(body)
             stats.authorization_seen.add(self.headers.get("Authorization", ""))
         try:
             self._answer(owner, body, content_hash, attempt)
@@ -208,14 +250,28 @@ class _Handler(BaseHTTPRequestHandler):
         self, owner: "FakeOpenAIServer", body: dict[str, Any], content_hash: str, attempt: int
     ) -> None:
         config = owner.config
-        format_type = (body.get("response_format") or {}).get("type")
-        if (format_type == "json_schema" and config.refuse_json_schema) or (
-            format_type == "json_object" and config.refuse_json_object
+        requested = body.get("response_format") or {}
+        format_type = requested.get("type")
+        if format_type == "json_object" and "schema" in requested:
+            format_type = "json_object_schema"
+        if format_type == "json_schema" and requested["json_schema"].get("strict"):
+            problem = strict_mode_problem(requested["json_schema"]["schema"])
+            if problem:
+                owner.count_fault("invalid_strict_schema")
+                self._send_json(400, {"error": {
+                    "message": f"Invalid schema for response_format: {problem}",
+                    "type": "invalid_request_error", "param": "response_format"}})
+                return
+        if (
+            (format_type == "json_schema" and config.refuse_json_schema)
+            or (format_type.startswith("json_object") if format_type else False)
+            and config.refuse_json_object
+            or (format_type == "json_object_schema" and config.refuse_json_object_schema)
         ):
             owner.count_fault(f"refused_{format_type}")
             message = f"response_format type {format_type!r} is not supported by this model"
             self._send_json(
-                400,
+                config.refusal_status,
                 {
                     "error": {
                         "message": message,
