@@ -17,7 +17,10 @@ import luigi
 from luigi.execution_summary import LuigiStatusCode
 
 from skillsft import settings
+from skillsft.checks import check_teacher
 from skillsft.pipeline.envs import ENVS
+from skillsft.pipeline.errors import ConfigError
+from skillsft.pipeline.teacher.settings import RESPONSE_FORMAT_CHOICES
 from skillsft.tasks.base import StageTask, input_signatures_frozen, walk_graph
 from skillsft.tasks.summary import print_summary
 
@@ -57,6 +60,11 @@ def add_teacher_flags(parser: argparse.ArgumentParser, *, per_stage_models: bool
                        help="cap on requests started per minute")
     group.add_argument("--tpm", type=positive_int, default=None,
                        help="cap on tokens (prompt estimate + max output) per minute")
+    group.add_argument("--response-format", choices=RESPONSE_FORMAT_CHOICES, default=None,
+                       help="how answers are constrained: auto (default) probes the server once "
+                       "per endpoint and model; any other value forces that mode")
+    group.add_argument("--max-output-tokens", type=positive_int, default=None,
+                       help="max tokens per teacher answer (default 4096)")
     group.add_argument("--prices", default=None, metavar="FILE",
                        help='JSON {"model": [usd_per_1M_input, usd_per_1M_output]} overriding '
                        "the built-in price table")
@@ -103,12 +111,8 @@ def add_stage_flags(parser: argparse.ArgumentParser, stage: str | None = None) -
             parser.add_argument(flag, **options)  # type: ignore[arg-type]
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="skillsft", description=__doc__.splitlines()[0])
-    sub = parser.add_subparsers(dest="command", required=True)
-    envs = sorted(ENVS)
-
-    run = sub.add_parser("run", help="run every stage for one environment")
+def add_run_env_flags(run: argparse.ArgumentParser, envs: list[str]) -> None:
+    """What `run` (and `check`, which checks what `run` would use) takes besides the groups."""
     run.add_argument("env", choices=envs)
     run.add_argument("--rollout-dir", default=None, help="default: $ROLLOUT_DIR, else the "
                      "bundled sample")
@@ -119,6 +123,23 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--revision", default=None, help="with --repo-id: the branch to commit to")
     run.add_argument("--validation-fraction", type=float, default=0.0,
                      help="with --repo-id: share of trajectories held out as a validation split")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="skillsft", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    envs = sorted(ENVS)
+
+    run = sub.add_parser("run", help="run every stage for one environment")
+    check = sub.add_parser("check", help="check the teacher endpoint and models a run would "
+                           "use (pre-flight only: nothing else runs)")
+    for parser_ in (run, check):
+        add_run_env_flags(parser_, envs)
+    add_teacher_flags(check, per_stage_models=True)
+    add_selection_flags(check)
+    add_stage_flags(check)
+    add_run_flags(check)
+
     add_selection_flags(run)
     add_teacher_flags(run, per_stage_models=True)
     add_stage_flags(run)
@@ -182,6 +203,9 @@ def build_graph(root: luigi.Task, args: argparse.Namespace) -> int:
             print(f"skillsft: {task.stage_name()} had {task.output().teacher_failures()} failed "
                   "teacher requests last time; retrying them (answered ones come from the journal)")
     dirty = downstream_of(graph, forced | retried)
+    if not args.dry_run:
+        for line in check_teacher(t for t in graph if t.task_id in dirty or not t.complete()):
+            print(f"skillsft: pre-flight: {line}")
     if args.dry_run:
         for task in graph:
             state = "would run" if task.task_id in dirty or not task.complete() else "up to date"
@@ -249,8 +273,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except settings.CommandDone as done:  # publish/report ran directly
         return done.status
     try:
+        if args.command == "check":
+            lines = check_teacher(walk_graph(root)) or ["the offline teacher needs no endpoint"]
+            for line in lines:
+                print(f"skillsft: check: {line}")
+            return 0
         return execute(root, args)
-    except settings.UsageError as exc:
+    except (settings.UsageError, ConfigError) as exc:
         print(f"skillsft: {exc}", file=sys.stderr)
         return 2
 

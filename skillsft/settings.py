@@ -7,12 +7,14 @@ that shaped an output is the one in its fingerprint.
 """
 
 import argparse
+import os
 from collections.abc import Mapping
 from importlib import resources
 from pathlib import Path
 
 import luigi
 
+from skillsft.pipeline.teacher.endpoints import hand_over, redact_url
 from skillsft.pipeline.teacher.settings import TeacherSettings, announce
 
 # The samples ship inside the package (skillsft.examples), so an installed wheel runs them too.
@@ -69,17 +71,25 @@ def teacher_params(args: argparse.Namespace, environ: Mapping[str, str]) -> dict
         raise UsageError(f"--prices {prices} is not a file")
     params: dict[str, object] = {
         "teacher": resolved.teacher,
-        "base_url": resolved.endpoint() if resolved.teacher == "openai" else "",
+        "base_url": redact_url(resolved.endpoint()) if resolved.teacher == "openai" else "",
+        "base_url_digest": (hand_over(resolved.endpoint(), os.environ)
+                            if resolved.teacher == "openai" else ""),
         "concurrency": resolved.concurrency,
         "rpm": getattr(args, "rpm", None) or 0,
         "tpm": getattr(args, "tpm", None) or 0,
         "prices": str(Path(prices).resolve()) if prices else "",
+        "response_format": getattr(args, "response_format", None) or "auto",
+        "max_output_tokens": getattr(args, "max_output_tokens", None) or 4096,
     }
+    models: dict[str, str] = {}
     for stage, flag in (("memory", "memory_model"), ("aggregate", "aggregate_model"),
                         ("distill", "distill_model")):
-        chosen = getattr(args, flag, None)
-        params[flag] = (chosen or resolved.model_for(stage)) if resolved.teacher == "openai" else ""
-    print(f"skillsft: {announce(resolved, 'this run')}")
+        models[stage] = getattr(args, flag, None) or resolved.model_for(stage)
+        params[flag] = models[stage] if resolved.teacher == "openai" else ""
+    # The banner names the models this command's stages really use (`run`: all three).
+    own_stage = {"memories": "memory"}.get(args.command, args.command)
+    shown = {own_stage: models[own_stage]} if own_stage in models else models
+    print(f"skillsft: {announce(resolved, 'this run', shown)}")
     return params
 
 
@@ -120,7 +130,7 @@ def build_root_task(args: argparse.Namespace, environ: Mapping[str, str]) -> lui
     from skillsft.tasks import stages
 
     command = args.command
-    if command == "run":
+    if command in ("run", "check"):
         work_dir = Path(args.work_dir or environ.get("WORK_DIR") or Path("runs") / args.env)
         rollout_dir = resolve_rollout_dir(args, environ)
         check_rollout_dir(rollout_dir)

@@ -2,13 +2,15 @@
 
 The API key never travels as a Luigi parameter (parameters are logged and sent to the
 scheduler); `TeacherSettings.resolve` reads it here, inside the worker, from
-OPENAI_API_KEY / DEEPSEEK_API_KEY.
+OPENAI_API_KEY / DEEPSEEK_API_KEY. Neither do credentials inside the base URL: the parameter
+holds the redacted URL and a hash of the full one, which is found again in the environment.
 """
 
 from pathlib import Path
 from typing import Any
 
 from skillsft.pipeline.teacher.base import BatchStats, Teacher
+from skillsft.pipeline.teacher.endpoints import full_base_url
 from skillsft.pipeline.teacher.factory import make_teacher
 from skillsft.pipeline.teacher.settings import TeacherSettings
 
@@ -16,12 +18,14 @@ from skillsft.pipeline.teacher.settings import TeacherSettings
 def build_teacher(task: Any, stage: str, model: str) -> Teacher:
     settings = TeacherSettings.resolve(
         teacher=task.teacher,
-        base_url=task.base_url or None,
+        base_url=full_base_url(task.base_url, task.base_url_digest) or None,
         model=model or None,
         concurrency=task.concurrency,
         rpm=task.rpm or None,
         tpm=task.tpm or None,
         price_file=task.prices or None,
+        max_output_tokens=task.max_output_tokens,
+        response_format=task.response_format,
     )
     return make_teacher(settings, journal_dir=Path(task.work_dir) / "journal", stage=stage)
 

@@ -8,7 +8,11 @@ credential being readable anywhere.
 """
 
 import hashlib
+import os
+from collections.abc import Mapping, MutableMapping
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+from skillsft.pipeline.errors import ConfigError
 
 REDACTED = "***"
 # Query parameters that carry credentials (compared case-insensitively, `-` and `_` alike).
@@ -67,3 +71,50 @@ def scrub(text: str, url: str) -> str:
         if len(secret) >= 3:  # a one-letter user name would shred the text; it is no secret
             text = text.replace(secret, REDACTED)
     return text
+
+
+# Where the command hands a credential-bearing base URL to its Luigi workers (inherited by
+# worker processes; never a Luigi parameter), besides the user's own variables.
+HANDOFF_VARIABLE = "SKILLSFT_FULL_BASE_URL"
+_URL_VARIABLES = (HANDOFF_VARIABLE, "OPENAI_BASE_URL", "DEEPSEEK_BASE_URL")
+
+
+def hand_over(url: str, environ: MutableMapping[str, str]) -> str:
+    """Keep a credential-bearing URL where this process's workers find it; returns the digest
+    to pass as a parameter ('' when the URL carries no credentials)."""
+    if not has_credentials(url):
+        return ""
+    environ[HANDOFF_VARIABLE] = url
+    return url_digest(url)
+
+
+def full_base_url(
+    shown: str, digest: str, environ: Mapping[str, str] | None = None
+) -> str:
+    """The URL to call for a task's (redacted URL, digest) parameters."""
+    if not digest:
+        return shown
+    env = os.environ if environ is None else environ
+    for variable in _URL_VARIABLES:
+        for candidate in env.get(variable, "").split(","):
+            if candidate.strip() and url_digest(candidate.strip()) == digest:
+                return candidate.strip()
+    raise ConfigError(
+        f"the base URL {shown} carries credentials this process cannot see; set OPENAI_BASE_URL "
+        "to the full URL in the environment of every Luigi worker"
+    )
+
+
+def split_query(url: str) -> tuple[str, dict[str, str]]:
+    """The URL without its query, and the query's parameters: the openai client appends paths
+    to the base URL as text, so a query (`?api-key=...`) must travel as `default_query`."""
+    parts = urlsplit(url)
+    query = dict(parse_qsl(parts.query, keep_blank_values=True))
+    return urlunsplit((parts.scheme, parts.netloc, parts.path, "", parts.fragment)), query
+
+
+def url_with_path(url: str, suffix: str) -> str:
+    """`url` with `suffix` appended to its path, its query kept (e.g. `.../v1/models?key=`)."""
+    parts = urlsplit(url)
+    path = parts.path.rstrip("/") + "/" + suffix.lstrip("/")
+    return urlunsplit((parts.scheme, parts.netloc, path, parts.query, parts.fragment))

@@ -34,7 +34,7 @@ import httpx2
 import openai
 from openai import AsyncOpenAI, DefaultAsyncHttpxClient
 from skillsft.pipeline.teacher.base import TeacherRequest, TeacherResult
-from skillsft.pipeline.teacher.endpoints import redact_url, scrub, url_digest
+from skillsft.pipeline.teacher.endpoints import redact_url, scrub, split_query, url_digest
 from skillsft.pipeline.teacher.journal import Journal, JournalRecord, request_key
 from skillsft.pipeline.teacher.limits import AdaptiveLimiter, MinuteWindow
 from skillsft.pipeline.teacher.negotiation import (
@@ -44,6 +44,12 @@ from skillsft.pipeline.teacher.negotiation import (
     ProbeAnswer,
     is_format_refusal,
     mode_is_confirmed,
+)
+from skillsft.pipeline.teacher.preflight import (
+    CONNECT_DEADLINE_S,
+    EndpointError,
+    status_problem,
+    transport_problem,
 )
 from skillsft.pipeline.teacher.pricing import PriceTable
 from skillsft.pipeline.teacher.progress import BatchTracker
@@ -167,6 +173,18 @@ class OpenAITeacher:
     ) -> tuple[list[TeacherResult[Any]], Any]:
         return asyncio.run(self.arun_batch(requests, stage=stage))
 
+    def negotiate(self) -> ResponseMode:
+        """The response mode requests will start in, probing now if it is not known yet (the
+        pre-flight). A probe that fails for another reason than the format raises
+        preflight.EndpointError with a one-line message."""
+
+        async def settle() -> ResponseMode:
+            tracker = BatchTracker("check", self.model, 0, prices=self.prices, show_progress=False)
+            async with _BatchRun(self, tracker, probe_problems_raise=True) as run:
+                return await run.current_mode()
+
+        return asyncio.run(settle())
+
     async def arun_batch(
         self, requests: Sequence[TeacherRequest[Any]], *, stage: str
     ) -> tuple[list[TeacherResult[Any]], Any]:
@@ -214,8 +232,11 @@ class OpenAITeacher:
 class _BatchRun:
     """The per-batch machinery: one client, one limiter, one event loop."""
 
-    def __init__(self, teacher: OpenAITeacher, tracker: BatchTracker) -> None:
+    def __init__(
+        self, teacher: OpenAITeacher, tracker: BatchTracker, *, probe_problems_raise: bool = False
+    ) -> None:
         self.teacher = teacher
+        self.probe_problems_raise = probe_problems_raise
         self.settings = teacher.settings
         self.tracker = tracker
         self.limiter = AdaptiveLimiter(self.settings.concurrency)
@@ -231,9 +252,11 @@ class _BatchRun:
             ),
         )
         assert self.settings.api_key is not None
+        base_url, query = split_query(teacher.endpoint)
         self.client = AsyncOpenAI(
             api_key=self.settings.api_key.get_secret_value(),
-            base_url=teacher.endpoint,
+            base_url=base_url,
+            default_query=query or None,
             timeout=self.settings.timeout,
             max_retries=self.settings.max_retries,
             http_client=http_client,
@@ -410,6 +433,43 @@ class _BatchRun:
         finally:
             claim.release()
 
+    async def _probe_call(
+        self, probe: TeacherRequest[Any], key: str, parameters: dict[str, Any],
+        extra: dict[str, Any], mode: ResponseMode,
+    ) -> JournalRecord:
+        """One probe request. Transient failures (429, 5xx, a dropped connection) are retried
+        here, briefly, and never a refusal: llama-cpp-python refuses with a 500, and the
+        client's own backoff would spend seconds on each."""
+        client = self.client.with_options(
+            max_retries=0,
+            timeout=httpx2.Timeout(min(self.settings.timeout, 60.0), connect=CONNECT_DEADLINE_S),
+        )
+        attempt = 0
+        while True:
+            started = time.monotonic()
+            wait: float | None = None
+            try:
+                completion = await client.chat.completions.create(
+                    model=self.teacher.model, messages=list(probe.messages),  # type: ignore[arg-type]
+                    **parameters, **extra,
+                )
+                return await self._journal_response(
+                    probe, key, completion, time.monotonic() - started, mode
+                )
+            except openai.APIStatusError as exc:
+                transient = (exc.status_code == 429 and exc.code != "insufficient_quota") or (
+                    exc.status_code >= 500)
+                if is_format_refusal(exc) or not transient or attempt >= self.settings.max_retries:
+                    raise
+                wait = parse_retry_after(exc.response.headers)
+            except openai.APITimeoutError:
+                raise
+            except openai.APIConnectionError:
+                if attempt >= self.settings.max_retries:
+                    raise
+            await asyncio.sleep(wait if wait is not None else min(4.0, 0.25 * 2**attempt))
+            attempt += 1
+
     async def _probe(self) -> ResponseMode | None:
         """One tiny request per mode, best first; the first mode that works. None when the probe
         failed for another reason (the requests themselves then meet and report it)."""
@@ -433,16 +493,8 @@ class _BatchRun:
             )
             extra = {"extra_body": {"response_format": format_parameter}} if format_parameter \
                 else {}
-            started = time.monotonic()
             try:
-                # No client retries: a 5xx refusal (llama-cpp-python) must not cost a backoff.
-                completion = await self.client.with_options(max_retries=0).chat.completions.create(
-                    model=teacher.model, messages=messages,  # type: ignore[arg-type]
-                    **parameters, **extra,
-                )
-                record = await self._journal_response(
-                    probe, key, completion, time.monotonic() - started, mode
-                )
+                record = await self._probe_call(probe, key, parameters, extra, mode)
             except openai.APIStatusError as exc:
                 if is_format_refusal(exc):
                     await self._failed(probe, key, "format_refused", str(exc))
@@ -450,9 +502,23 @@ class _BatchRun:
                              teacher.shown_endpoint, teacher.model, mode)
                     continue
                 await self._failed(probe, key, f"http_{exc.status_code}", str(exc))
+                if self.probe_problems_raise:
+                    body = str(exc.body) if exc.body is not None else exc.message
+                    raise status_problem(teacher.endpoint, teacher.model, exc.status_code, body) \
+                        or EndpointError(
+                            f"{teacher.shown_endpoint}: a minimal request for model "
+                            f"{teacher.model!r} failed with HTTP {exc.status_code} "
+                            f"({scrub(exc.message, teacher.endpoint)[:160]})") from None
                 return None
             except (openai.APIError, _CallFailed) as exc:
                 await self._failed(probe, key, "probe_failed", str(exc))
+                if self.probe_problems_raise:
+                    if isinstance(exc, _CallFailed):  # a 200 that is not a chat completion
+                        raise EndpointError(f"{teacher.shown_endpoint}: {exc.detail}") from None
+                    cause = exc.__cause__ if isinstance(exc.__cause__, Exception) else exc
+                    if isinstance(exc, openai.APITimeoutError):
+                        cause = httpx2.ReadTimeout(str(exc))
+                    raise transport_problem(teacher.endpoint, cause) from None
                 return None
             self.tracker.paid(teacher.model, record.prompt_tokens, record.completion_tokens)
             try:

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
+from skillsft.pipeline.teacher.endpoints import redact_url
 
 TeacherKind = Literal["openai", "offline"]
 # `auto` negotiates (negotiation.py); any other value forces that mode, refusals included.
@@ -126,12 +127,20 @@ def _uses_deepseek(env: Mapping[str, str], values: Mapping[str, object]) -> bool
     )
 
 
-def announce(settings: TeacherSettings, stage: str) -> str:
-    """One console line saying which teacher answers this stage (never the key)."""
+def announce(
+    settings: TeacherSettings, stage: str, models: Mapping[str, str] | None = None
+) -> str:
+    """One console line saying which teacher answers (never the key, nor credentials inside the
+    base URL). `models` (stage -> model) names the models of several stages at once; without it
+    the line names `stage`'s model."""
     if settings.teacher == "offline":
         why = "" if settings.api_key else " (no OPENAI_API_KEY / DEEPSEEK_API_KEY set)"
         return f"teacher for {stage}: offline, rule-based, no network{why}"
+    if models and len(set(models.values())) > 1:
+        named = "models " + ", ".join(f"{s} {m}" for s, m in models.items())
+    else:
+        named = f"model {next(iter(models.values())) if models else settings.model_for(stage)}"
     return (
-        f"teacher for {stage}: openai-compatible, model {settings.model_for(stage)} at "
-        f"{settings.endpoint()}, concurrency {settings.concurrency}"
+        f"teacher for {stage}: openai-compatible, {named} at {redact_url(settings.endpoint())}, "
+        f"concurrency {settings.concurrency}"
     )

@@ -52,6 +52,7 @@ class ServerConfig:
     refusal_status: int = 400  # llama-cpp-python refuses an unknown format type with a 500
     seed: int = 0
     responder: Responder | None = None
+    models: tuple[str, ...] = ()  # listed by GET /v1/models; empty: no such route (404)
 
     def probabilities(self) -> tuple[float, ...]:
         return (
@@ -210,7 +211,12 @@ class _Handler(BaseHTTPRequestHandler):
         pass  # keep test output quiet
 
     def do_GET(self) -> None:
-        if self.path.rstrip("/").endswith("/stats"):
+        self.path = self.path.split("?", 1)[0]  # a credential in the query is not a route
+        models = self.server.owner.config.models
+        if self.path.rstrip("/").endswith("/models") and models:
+            self._send_json(200, {"object": "list", "data": [
+                {"id": name, "object": "model", "owned_by": "test"} for name in models]})
+        elif self.path.rstrip("/").endswith("/stats"):
             with self.server.owner.lock:
                 payload = self.server.owner.stats.as_json()
             self._send_json(200, payload)
@@ -218,6 +224,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_json(404, {"error": {"message": "not found"}})
 
     def do_POST(self) -> None:
+        self.path = self.path.split("?", 1)[0]
         length = int(self.headers.get("Content-Length", 0))
         raw = self.rfile.read(length)
         if self.path.rstrip("/").endswith("/reset"):
