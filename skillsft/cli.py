@@ -65,6 +65,9 @@ def add_teacher_flags(parser: argparse.ArgumentParser, *, per_stage_models: bool
                        "per endpoint and model; any other value forces that mode")
     group.add_argument("--max-output-tokens", type=positive_int, default=None,
                        help="max tokens per teacher answer (default 4096)")
+    group.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
+                       help="per HTTP call to the teacher (default 120; a slow local server "
+                       "that keeps working on abandoned calls needs more)")
     group.add_argument("--prices", default=None, metavar="FILE",
                        help='JSON {"model": [usd_per_1M_input, usd_per_1M_output]} overriding '
                        "the built-in price table")

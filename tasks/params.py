@@ -48,6 +48,7 @@ class TeacherParams:
     concurrency = luigi.IntParameter(default=16, significant=False)
     # How answers are constrained, not what is asked: the journal key does not depend on it.
     response_format = luigi.Parameter(default="auto", significant=False)
+    timeout = luigi.FloatParameter(default=120.0, significant=False)
     # Pace and price knobs: they change how fast and what is reported, never the output.
     rpm = luigi.IntParameter(default=0, significant=False)
     tpm = luigi.IntParameter(default=0, significant=False)

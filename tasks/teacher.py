@@ -26,6 +26,7 @@ def build_teacher(task: Any, stage: str, model: str) -> Teacher:
         price_file=task.prices or None,
         max_output_tokens=task.max_output_tokens,
         response_format=task.response_format,
+        timeout=task.timeout,
     )
     return make_teacher(settings, journal_dir=Path(task.work_dir) / "journal", stage=stage)
 

@@ -53,7 +53,7 @@ def test_faults_lose_nothing_and_change_nothing(tmp_path: Path, server_factory, 
     finish(skillsft(env, reference, clean.base_url))
 
     faulty = server_factory(responder=stage_responder, p_server_error=0.2, p_rate_limit=0.1,
-                            p_malformed=0.05, retry_after=0.01, seed=7)
+                            p_malformed=0.05, retry_after=0.01, seed=11)
     work = tmp_path / "faulty"
     output = finish(skillsft(env, work, faulty.base_url))
     faults = faulty.stats.faults
