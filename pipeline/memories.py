@@ -32,6 +32,7 @@ from skillsft.pipeline.teacher.base import (
     TeacherRequest,
     register_offline_solver,
 )
+from skillsft.schemas.answer_bounds import bounded_answer_model
 from skillsft.schemas.memory import (
     Memory,
     MemoryContent,
@@ -200,7 +201,12 @@ def build_memory_request(
         request_id=f"{ctx.env_id}#{ctx.trajectory_index}",
         kind=MEMORY_KIND,
         messages=({"role": "system", "content": _SYSTEM_PROMPT}, {"role": "user", "content": user}),
-        answer_model=MEMORY_ANSWER_BY_OUTCOME[ctx.outcome],
+        answer_model=bounded_answer_model(
+            MEMORY_ANSWER_BY_OUTCOME[ctx.outcome],
+            (("mistakes_to_avoid", max(1, len(ctx.step_numbers))),
+             ("refined_trajectory", max(1, len(ctx.step_numbers)))),
+            ctx.step_numbers,
+        ),
         prompt_version=PROMPT_VERSIONS[MEMORY_KIND],
         offline_context=ctx,
     )
