@@ -23,6 +23,7 @@ from skillsft.pipeline.errors import ConfigError
 from skillsft.pipeline.teacher.settings import RESPONSE_FORMAT_CHOICES
 from skillsft.tasks.base import StageTask, input_signatures_frozen, walk_graph
 from skillsft.tasks.summary import print_summary
+from skillsft.tasks.teacher import FORCED_STAGES_VARIABLE
 
 STAGES = ("parse", "memories", "aggregate", "distill", "flatten", "report", "publish")
 _OK = {LuigiStatusCode.SUCCESS, LuigiStatusCode.SUCCESS_WITH_RETRY}
@@ -65,6 +66,9 @@ def add_teacher_flags(parser: argparse.ArgumentParser, *, per_stage_models: bool
                        "per endpoint and model; any other value forces that mode")
     group.add_argument("--max-output-tokens", type=positive_int, default=None,
                        help="max tokens per teacher answer (default 4096)")
+    group.add_argument("--retry-failed", type=int, default=None, metavar="N",
+                       help="runs that call a request again after a transient failure "
+                       "(timeout, 5xx; default 2); --force STAGE retries every failure")
     group.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
                        help="per HTTP call to the teacher (default 120; a slow local server "
                        "that keeps working on abandoned calls needs more)")
@@ -205,6 +209,7 @@ def build_graph(root: luigi.Task, args: argparse.Namespace) -> int:
         if task.task_id in retried:
             print(f"skillsft: {task.stage_name()} had {task.output().teacher_failures()} failed "
                   "teacher requests last time; retrying them (answered ones come from the journal)")
+    os.environ[FORCED_STAGES_VARIABLE] = ",".join(args.force)
     dirty = downstream_of(graph, forced | retried)
     if not args.dry_run:
         for line in check_teacher(t for t in graph if t.task_id in dirty or not t.complete()):

@@ -81,6 +81,7 @@ def teacher_params(args: argparse.Namespace, environ: Mapping[str, str]) -> dict
         "response_format": getattr(args, "response_format", None) or "auto",
         "max_output_tokens": getattr(args, "max_output_tokens", None) or 4096,
         "timeout": getattr(args, "timeout", None) or 120.0,
+        "retry_failed": 2 if getattr(args, "retry_failed", None) is None else args.retry_failed,
     }
     models: dict[str, str] = {}
     for stage, flag in (("memory", "memory_model"), ("aggregate", "aggregate_model"),

@@ -6,6 +6,7 @@ OPENAI_API_KEY / DEEPSEEK_API_KEY. Neither do credentials inside the base URL: t
 holds the redacted URL and a hash of the full one, which is found again in the environment.
 """
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +14,10 @@ from skillsft.pipeline.teacher.base import BatchStats, Teacher
 from skillsft.pipeline.teacher.endpoints import full_base_url
 from skillsft.pipeline.teacher.factory import make_teacher
 from skillsft.pipeline.teacher.settings import TeacherSettings
+
+# The stages the command was told to --force, handed to the workers (they retry every earlier
+# teacher failure of those stages once more).
+FORCED_STAGES_VARIABLE = "SKILLSFT_FORCED_STAGES"
 
 
 def build_teacher(task: Any, stage: str, model: str) -> Teacher:
@@ -27,6 +32,8 @@ def build_teacher(task: Any, stage: str, model: str) -> Teacher:
         max_output_tokens=task.max_output_tokens,
         response_format=task.response_format,
         timeout=task.timeout,
+        retry_failed=task.retry_failed,
+        retry_forced=task.stage_name() in os.environ.get(FORCED_STAGES_VARIABLE, "").split(","),
     )
     return make_teacher(settings, journal_dir=Path(task.work_dir) / "journal", stage=stage)
 

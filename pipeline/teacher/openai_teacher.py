@@ -35,6 +35,7 @@ import openai
 from openai import AsyncOpenAI, DefaultAsyncHttpxClient
 from skillsft.pipeline.teacher.base import TeacherRequest, TeacherResult
 from skillsft.pipeline.teacher.endpoints import redact_url, scrub, split_query, url_digest
+from skillsft.pipeline.teacher.failures import retryable_after, skip_reason
 from skillsft.pipeline.teacher.journal import Journal, JournalRecord, request_key
 from skillsft.pipeline.teacher.limits import AdaptiveLimiter, MinuteWindow
 from skillsft.pipeline.teacher.negotiation import (
@@ -285,7 +286,19 @@ class _BatchRun:
             state = self._replay(request, key)
             if isinstance(state, TeacherResult):
                 return state
-            return await self._converse(request, state)
+            earlier = journal.failures(key)
+            reason = skip_reason(earlier, self.settings.retry_failed, self.settings.retry_forced)
+            if reason is not None:
+                return failed_result(request, reason, None, 0, 0, 0)
+            result = await self._converse(request, state)
+            if not result.ok:
+                await journal.append_async(JournalRecord(
+                    key=key, kind="failure", stage=self.teacher.stage,
+                    request_id=request.request_id, time=time.time(), error=result.error,
+                ))
+                result.retryable = retryable_after([*earlier, result.error or ""],
+                                                   self.settings.retry_failed)
+            return result
         finally:
             claim.release()
 

@@ -60,6 +60,7 @@ class BatchTracker:
                 self.stats.reused_cost_usd += cost
         if not result.ok:
             self.stats.calls_failed += 1
+            self.stats.retryable_failures += int(result.retryable)
             kind = failure_kind(result.error or "unknown")
             self.stats.failures[kind] = self.stats.failures.get(kind, 0) + 1
         self._bar.update(1)

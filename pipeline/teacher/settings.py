@@ -73,6 +73,8 @@ class TeacherSettings(BaseModel):
     temperature: float = 0.3
     max_output_tokens: int = Field(default=4096, ge=1)
     response_format: ResponseFormatChoice = "auto"
+    retry_failed: int = Field(default=2, ge=0)  # runs that retry a transient failure
+    retry_forced: bool = False  # --force of the stage: retry every earlier failure once more
     price_file: Path | None = None
     price_overrides: dict[str, tuple[float, float]] = Field(default_factory=dict)
     show_progress: bool = True

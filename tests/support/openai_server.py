@@ -32,6 +32,15 @@ from skillsft.pipeline.teacher.negotiation import PROBE_PROMPT
 
 Responder = Callable[[dict[str, Any]], str]
 
+
+class ServerFault(Exception):  # noqa: N818 - what a responder raises, not an error of ours
+    """Raised by a responder: the server answers this HTTP status instead."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
 FAULTS = ("rate_limit", "server_error", "malformed", "truncated", "hang", "drop")
 
 
@@ -311,7 +320,12 @@ class _Handler(BaseHTTPRequestHandler):
             with contextlib.suppress(OSError):
                 self.connection.shutdown(socket.SHUT_RDWR)
             return
-        content = config.responder(body) if config.responder else schema_answer(body)
+        try:
+            content = config.responder(body) if config.responder else schema_answer(body)
+        except ServerFault as refusal:
+            self._send_json(refusal.status, {"error": {"message": refusal.message,
+                                                       "type": "server_error"}})
+            return
         finish_reason = "stop"
         if fault == "malformed":
             content = "{" + content[: len(content) // 2] + " <- not JSON"

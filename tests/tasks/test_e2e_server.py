@@ -12,7 +12,9 @@ import pytest
 from skillsft.tasks.targets import iter_manifests, manifest_path_for
 
 from tests.support.fixtures import TEST_API_KEY
+from tests.support.openai_server import ServerFault
 from tests.support.stage_responder import stage_responder
+from tests.tasks.conftest import manifest_times
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -119,7 +121,7 @@ def test_failed_teacher_requests_are_retried_by_the_next_run(tmp_path: Path, ser
     def flaky(body):
         text = str(body.get("messages"))
         if outage["on"] and "step_index in" in text and broken_goal in text:
-            return "this is not JSON"
+            raise ServerFault(503, "the GPU node is down")  # transient: the next run retries
         return stage_responder(body)
 
     server = server_factory(responder=flaky)
@@ -135,6 +137,13 @@ def test_failed_teacher_requests_are_retried_by_the_next_run(tmp_path: Path, ser
     assert "retrying them" in output
     assert corpus(work, "alfworld") == corpus(reference, "alfworld")
     assert sum(server.stats.paid_by_prompt.values()) - paid_before == 3  # only the failed ones
+
+    # nothing failed any more: a third run recomputes nothing and calls nothing
+    written = manifest_times(work)
+    calls = server.stats.total
+    output = finish(skillsft("alfworld", work, server.base_url, "--max-failure-rate", "0.5"))
+    assert "retrying" not in output and server.stats.total == calls
+    assert manifest_times(work) == written
 
 
 def test_too_many_failed_distillations_fail_the_run(tmp_path: Path, server_factory) -> None:
