@@ -73,10 +73,12 @@ class AdaptiveLimiter:
 
 
 class MinuteWindow:
-    """At most `per_minute` units (requests or tokens) started in any 60 s window."""
+    """At most `per_minute` units (requests or tokens) started in any 60 s window (`window_s`:
+    a shorter window for tests)."""
 
-    def __init__(self, per_minute: int) -> None:
+    def __init__(self, per_minute: int, *, window_s: float = 60.0) -> None:
         self.per_minute = per_minute
+        self.window_s = window_s
         self._events: deque[tuple[float, int]] = deque()
         self._used = 0
         self._lock = asyncio.Lock()
@@ -87,10 +89,10 @@ class MinuteWindow:
         async with self._lock:
             while True:
                 now = time.monotonic()
-                while self._events and now - self._events[0][0] >= 60.0:
+                while self._events and now - self._events[0][0] >= self.window_s:
                     self._used -= self._events.popleft()[1]
                 if self._used + amount <= self.per_minute:
                     break
-                await asyncio.sleep(60.0 - (now - self._events[0][0]))
+                await asyncio.sleep(self.window_s - (now - self._events[0][0]))
             self._events.append((time.monotonic(), amount))
             self._used += amount

@@ -66,6 +66,13 @@ def status_problem(url: str, model: str, status: int, body: str) -> EndpointErro
     return None
 
 
+def serves(listed: str, model: str) -> bool:
+    """Whether a listed model id answers to `model`: the same id, or the same model with a tag
+    or an owner the server adds (Ollama lists `llama3:latest` for `llama3`; some gateways list
+    `org/model`)."""
+    return listed == model or listed.startswith(model + ":") or listed.endswith("/" + model)
+
+
 def check_endpoint(url: str, api_key: str, model: str) -> EndpointCheck:
     """Raise EndpointError (one line) unless `url` looks like an OpenAI-compatible API serving
     `model`."""
@@ -95,7 +102,7 @@ def check_endpoint(url: str, api_key: str, model: str) -> EndpointCheck:
             f"{shown} is not an OpenAI-compatible API (GET /models answered {kind}, not a model "
             "list); --base-url must end at the API root, usually .../v1"
         ) from None
-    if listed and model not in listed:
+    if listed and not any(serves(entry, model) for entry in listed):
         served = ", ".join(listed[:8]) + (" ..." if len(listed) > 8 else "")
         raise EndpointError(
             f"{shown} does not serve model {model!r} (it serves: {served}); set --model / "

@@ -62,6 +62,8 @@ class ServerConfig:
     seed: int = 0
     responder: Responder | None = None
     models: tuple[str, ...] = ()  # listed by GET /v1/models; empty: no such route (404)
+    max_in_flight: int = 0  # >0: a 429 (with Retry-After) for a request above this many
+    rate_limit_first: int = 0  # a 429 (with Retry-After) for the first N stage requests
 
     def probabilities(self) -> tuple[float, ...]:
         return (
@@ -85,6 +87,7 @@ class ServerStats:
     bodies: list[dict[str, Any]] = field(default_factory=list)
     authorization_seen: set[str] = field(default_factory=set)
     probes: int = 0  # response-mode probes (negotiation.PROBE_PROMPT), also in the counts above
+    arrivals: list[tuple[float, int]] = field(default_factory=list)  # (monotonic s, status)
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -296,6 +299,18 @@ class _Handler(BaseHTTPRequestHandler):
                         "code": None,
                     }
                 },
+            )
+            return
+        with owner.lock:
+            crowded = bool(config.max_in_flight) and owner.stats.in_flight > config.max_in_flight
+            early = not is_probe(body) and (
+                sum(1 for _, status in owner.stats.arrivals) < config.rate_limit_first)
+            owner.stats.arrivals.append((time.monotonic(), 429 if crowded or early else 200))
+        if crowded or early:
+            owner.count_fault("over_capacity" if crowded else "rate_limit_first")
+            self._send_json(
+                429, {"error": {"message": "Rate limit reached", "type": "rate_limit_exceeded"}},
+                headers={"Retry-After": str(config.retry_after)},
             )
             return
         fault = fault_for(config, content_hash, attempt)
