@@ -65,6 +65,7 @@ def teacher_params(args: argparse.Namespace, environ: Mapping[str, str]) -> dict
         base_url=getattr(args, "base_url", None),
         concurrency=getattr(args, "concurrency", None),
         model=getattr(args, "model", None),
+        timeout=getattr(args, "timeout", None),
     )
     prices = getattr(args, "prices", None)
     if prices and not Path(prices).is_file():

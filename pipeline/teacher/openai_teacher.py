@@ -259,7 +259,7 @@ class _BatchRun:
             base_url=base_url,
             default_query=query or None,
             timeout=self.settings.timeout,
-            max_retries=self.settings.max_retries,
+            max_retries=0,  # retried in _create, outside the concurrency slot
             http_client=http_client,
         )
 
@@ -588,12 +588,15 @@ class _BatchRun:
         The response mode is chosen once a slot is held, so requests queued behind the first
         refusal already use what the endpoint was found to accept.
         """
-        for round_number in range(RATE_LIMIT_ROUNDS + 1):
+        give_up_at = time.monotonic() + self.settings.deadline()
+        retries = rate_limited = 0
+        while True:
             if self.rpm is not None:
                 await self.rpm.take(1)
             if self.tpm is not None:
                 estimate = sum(len(m.get("content", "")) for m in messages) // 4
                 await self.tpm.take(estimate + self.settings.max_output_tokens)
+            wait: float | None = None
             async with self.limiter.slot():
                 current = await self.current_mode()
                 mode = RESPONSE_MODES[max(floor, RESPONSE_MODES.index(current))]
@@ -605,6 +608,7 @@ class _BatchRun:
                     # measured ~8 % of a saturated 32-wide batch's CPU (bench/teacher.py).
                     parameters["extra_body"] = {"response_format": format_parameter}
                 started = time.monotonic()
+                self.tracker.call_started(request.request_id, started)
                 try:
                     completion = await self.client.chat.completions.create(
                         model=self.teacher.model,
@@ -616,24 +620,42 @@ class _BatchRun:
                 except openai.RateLimitError as exc:
                     if exc.code == "insufficient_quota":  # no amount of waiting will help
                         raise _CallFailed("quota_exhausted", str(exc)) from exc
-                    if round_number == RATE_LIMIT_ROUNDS:
+                    rate_limited += 1
+                    if rate_limited > self.settings.max_retries + RATE_LIMIT_ROUNDS:
                         raise _CallFailed("rate_limited", str(exc)) from exc
+                    failure = _CallFailed("rate_limited", str(exc))
+                    wait = parse_retry_after(exc.response.headers)
                 except openai.APIStatusError as exc:
                     if is_format_refusal(exc):
                         raise _Refused(mode, str(exc)) from exc
                     if exc.status_code == 400:
                         raise _CallFailed("bad_request", str(exc)) from exc
-                    kind = "server_error" if exc.status_code >= 500 else f"http_{exc.status_code}"
-                    raise _CallFailed(kind, str(exc)) from exc
-                except openai.APITimeoutError as exc:
-                    detail = f"no answer within {self.settings.timeout}s"
-                    raise _CallFailed("timeout", detail) from exc
+                    if exc.status_code < 500 and exc.status_code not in (408, 409):
+                        raise _CallFailed(f"http_{exc.status_code}", str(exc)) from exc
+                    failure = _CallFailed("server_error", str(exc))
+                    wait = parse_retry_after(exc.response.headers)
+                    retries += 1
+                except openai.APITimeoutError:
+                    failure = _CallFailed("timeout", f"no answer within {self.settings.timeout}s")
+                    retries += 1
                 except openai.APIConnectionError as exc:
-                    raise _CallFailed("connection", str(exc)) from exc
+                    failure = _CallFailed("connection", str(exc))
+                    retries += 1
                 except openai.APIError as exc:  # anything else the client raises: one request
                     raise _CallFailed("api_error", str(exc)) from exc
-            await asyncio.sleep(min(30.0, 0.5 * 2**round_number) * random.uniform(0.5, 1.0))
-        raise AssertionError("unreachable")
+                finally:
+                    self.tracker.call_ended(request.request_id)
+            # Retried here, not inside the client, so the slot is free while we wait: a halved
+            # limit then really holds back the pool.
+            if retries > self.settings.max_retries:
+                raise failure
+            attempt = retries + rate_limited
+            backoff = wait if wait is not None else (
+                min(30.0, 0.5 * 2 ** (attempt - 1)) * random.uniform(0.5, 1.0))
+            if time.monotonic() + backoff >= give_up_at:
+                raise _CallFailed(failure.kind, f"{failure.detail} (gave up at the "
+                                  f"{self.settings.deadline():.0f}s request deadline)")
+            await asyncio.sleep(backoff)
 
     async def _failed(
         self, request: TeacherRequest[Any], key: str, kind: str, detail: str

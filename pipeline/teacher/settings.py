@@ -73,6 +73,7 @@ class TeacherSettings(BaseModel):
     temperature: float = 0.3
     max_output_tokens: int = Field(default=4096, ge=1)
     response_format: ResponseFormatChoice = "auto"
+    request_deadline: float | None = Field(default=None, gt=0)  # None: see deadline()
     retry_failed: int = Field(default=2, ge=0)  # runs that retry a transient failure
     retry_forced: bool = False  # --force of the stage: retry every earlier failure once more
     price_file: Path | None = None
@@ -112,6 +113,13 @@ class TeacherSettings(BaseModel):
         values["stage_models"] = stage_models
         return cls.model_validate(values)
 
+    def deadline(self) -> float:
+        """How long one request may take, retries and waits included, before it is recorded
+        as failed: every attempt's timeout plus the backoffs between them, at most."""
+        if self.request_deadline is not None:
+            return self.request_deadline
+        return self.timeout * (self.max_retries + 1) + 30.0 * self.max_retries
+
     def model_for(self, stage: str) -> str:
         """The model a stage uses: --model, then the stage's variable, then the default."""
         return self.model or self.stage_models.get(stage) or self.default_model
@@ -144,5 +152,6 @@ def announce(
         named = f"model {next(iter(models.values())) if models else settings.model_for(stage)}"
     return (
         f"teacher for {stage}: openai-compatible, {named} at {redact_url(settings.endpoint())}, "
-        f"concurrency {settings.concurrency}"
+        f"concurrency {settings.concurrency}, each request given up after "
+        f"{settings.deadline():.0f}s at most"
     )
