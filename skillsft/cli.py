@@ -69,6 +69,9 @@ def add_teacher_flags(parser: argparse.ArgumentParser, *, per_stage_models: bool
     group.add_argument("--retry-failed", type=int, default=None, metavar="N",
                        help="runs that call a request again after a transient failure "
                        "(timeout, 5xx; default 2); --force STAGE retries every failure")
+    group.add_argument("--request-deadline", type=float, default=None, metavar="SECONDS",
+                       help="give a request up after this long, retries included (default: "
+                       "every attempt's timeout plus the backoffs; printed at the start)")
     group.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
                        help="per HTTP call to the teacher (default 120; a slow local server "
                        "that keeps working on abandoned calls needs more)")

@@ -66,6 +66,7 @@ def teacher_params(args: argparse.Namespace, environ: Mapping[str, str]) -> dict
         concurrency=getattr(args, "concurrency", None),
         model=getattr(args, "model", None),
         timeout=getattr(args, "timeout", None),
+        request_deadline=getattr(args, "request_deadline", None),
     )
     prices = getattr(args, "prices", None)
     if prices and not Path(prices).is_file():
@@ -82,6 +83,7 @@ def teacher_params(args: argparse.Namespace, environ: Mapping[str, str]) -> dict
         "response_format": getattr(args, "response_format", None) or "auto",
         "max_output_tokens": getattr(args, "max_output_tokens", None) or 4096,
         "timeout": getattr(args, "timeout", None) or 120.0,
+        "request_deadline": getattr(args, "request_deadline", None) or 0.0,
         "retry_failed": 2 if getattr(args, "retry_failed", None) is None else args.retry_failed,
     }
     models: dict[str, str] = {}

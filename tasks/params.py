@@ -49,6 +49,7 @@ class TeacherParams:
     # How answers are constrained, not what is asked: the journal key does not depend on it.
     response_format = luigi.Parameter(default="auto", significant=False)
     timeout = luigi.FloatParameter(default=120.0, significant=False)
+    request_deadline = luigi.FloatParameter(default=0.0, significant=False)  # 0: the default
     retry_failed = luigi.IntParameter(default=2, significant=False)
     # Pace and price knobs: they change how fast and what is reported, never the output.
     rpm = luigi.IntParameter(default=0, significant=False)

@@ -32,6 +32,7 @@ def build_teacher(task: Any, stage: str, model: str) -> Teacher:
         max_output_tokens=task.max_output_tokens,
         response_format=task.response_format,
         timeout=task.timeout,
+        request_deadline=task.request_deadline or None,
         retry_failed=task.retry_failed,
         retry_forced=task.stage_name() in os.environ.get(FORCED_STAGES_VARIABLE, "").split(","),
     )

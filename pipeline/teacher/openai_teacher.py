@@ -609,8 +609,11 @@ class _BatchRun:
                     parameters["extra_body"] = {"response_format": format_parameter}
                 started = time.monotonic()
                 self.tracker.call_started(request.request_id, started)
+                call_timeout = min(self.settings.timeout, max(0.1, give_up_at - started))
+                client = self.client if call_timeout == self.settings.timeout else (
+                    self.client.with_options(timeout=call_timeout))  # the deadline is near
                 try:
-                    completion = await self.client.chat.completions.create(
+                    completion = await client.chat.completions.create(
                         model=self.teacher.model,
                         messages=messages_for_mode(messages, mode, request.answer_model),
                         **parameters,  # type: ignore[arg-type]
@@ -636,7 +639,7 @@ class _BatchRun:
                     wait = parse_retry_after(exc.response.headers)
                     retries += 1
                 except openai.APITimeoutError:
-                    failure = _CallFailed("timeout", f"no answer within {self.settings.timeout}s")
+                    failure = _CallFailed("timeout", f"no answer within {call_timeout:.1f}s")
                     retries += 1
                 except openai.APIConnectionError as exc:
                     failure = _CallFailed("connection", str(exc))
