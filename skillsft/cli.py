@@ -57,6 +57,9 @@ def add_teacher_flags(parser: argparse.ArgumentParser, *, per_stage_models: bool
     group.add_argument("--base-url", default=None, help="default: $OPENAI_BASE_URL")
     group.add_argument("--concurrency", type=int, default=None,
                        help="max requests in flight (default: $SKILLSFT_CONCURRENCY or 16)")
+    group.add_argument("--max-concurrency", type=positive_int, default=None,
+                       help="how far the in-flight limit may grow while the server keeps up "
+                       "(default 64; it halves on each 429)")
     group.add_argument("--rpm", type=positive_int, default=None,
                        help="cap on requests started per minute")
     group.add_argument("--tpm", type=positive_int, default=None,

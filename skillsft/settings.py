@@ -77,6 +77,7 @@ def teacher_params(args: argparse.Namespace, environ: Mapping[str, str]) -> dict
         "base_url_digest": (hand_over(resolved.endpoint(), os.environ)
                             if resolved.teacher == "openai" else ""),
         "concurrency": resolved.concurrency,
+        "max_concurrency": getattr(args, "max_concurrency", None) or 64,
         "rpm": getattr(args, "rpm", None) or 0,
         "tpm": getattr(args, "tpm", None) or 0,
         "prices": str(Path(prices).resolve()) if prices else "",

@@ -46,6 +46,7 @@ class TeacherParams:
     distill_model = luigi.Parameter(default="")
     max_output_tokens = luigi.IntParameter(default=4096)
     concurrency = luigi.IntParameter(default=16, significant=False)
+    max_concurrency = luigi.IntParameter(default=64, significant=False)
     # How answers are constrained, not what is asked: the journal key does not depend on it.
     response_format = luigi.Parameter(default="auto", significant=False)
     timeout = luigi.FloatParameter(default=120.0, significant=False)

@@ -26,6 +26,7 @@ def build_teacher(task: Any, stage: str, model: str) -> Teacher:
         base_url=full_base_url(task.base_url, task.base_url_digest) or None,
         model=model or None,
         concurrency=task.concurrency,
+        max_concurrency=task.max_concurrency,
         rpm=task.rpm or None,
         tpm=task.tpm or None,
         price_file=task.prices or None,

@@ -1,9 +1,11 @@
 """How many teacher calls may be in flight, and how fast they may start.
 
-`AdaptiveLimiter` is a semaphore whose limit moves: additive increase (about +1 per window of
-successful calls) and multiplicative decrease (halve) when the server answers 429, at most once
-per cooldown so a burst of 429s from one overload counts once. A 429's Retry-After also pauses
-new starts until it has passed, so the whole pool backs off, not just the rejected call.
+`AdaptiveLimiter` is a semaphore whose limit moves: it starts at `start` (--concurrency), grows
+by about +1 per window of successful calls up to `max_limit` (--max-concurrency), and halves
+when the server answers 429, at most once per cooldown so a burst of 429s from one overload
+counts once. Against a server that takes N at a time it settles around N. A 429's Retry-After
+also pauses new starts until it has passed, so the whole pool backs off, not just the rejected
+call.
 
 `MinuteWindow` caps requests or tokens per minute over a sliding 60 s window.
 """
@@ -16,10 +18,13 @@ from contextlib import asynccontextmanager, suppress
 
 
 class AdaptiveLimiter:
-    def __init__(self, max_limit: int, *, min_limit: int = 1, cooldown_s: float = 1.0) -> None:
+    def __init__(
+        self, max_limit: int, *, start: int | None = None, min_limit: int = 1,
+        cooldown_s: float = 1.0,
+    ) -> None:
         self.max_limit = max_limit
         self.min_limit = min_limit
-        self.limit = float(max_limit)
+        self.limit = float(min(max_limit, start or max_limit))
         self.cooldown_s = cooldown_s
         self.in_flight = 0
         self.peak = 0

@@ -168,6 +168,7 @@ class OpenAITeacher:
         )
         self.parameters = generation_parameters(self.model, settings)
         self.peak_in_flight = 0  # of the last batch, for tests and benchmarks
+        self.final_limit = 0.0  # the adaptive limit at the end of the last batch
 
     def run_batch(
         self, requests: Sequence[TeacherRequest[Any]], *, stage: str
@@ -218,6 +219,7 @@ class OpenAITeacher:
         finally:
             stats = tracker.close()
             self.peak_in_flight = run.limiter.peak
+            self.final_limit = run.limiter.limit
         return [result for result in results if result is not None], stats
 
     def key_for(self, messages: Messages, request: TeacherRequest[Any]) -> str:
@@ -240,7 +242,9 @@ class _BatchRun:
         self.probe_problems_raise = probe_problems_raise
         self.settings = teacher.settings
         self.tracker = tracker
-        self.limiter = AdaptiveLimiter(self.settings.concurrency)
+        self.limiter = AdaptiveLimiter(
+            self.settings.concurrency_ceiling(), start=self.settings.concurrency
+        )
         self.mode: ResponseMode | None = None  # settled by `current_mode`
         self._mode_lock = asyncio.Lock()
         self.rpm = MinuteWindow(self.settings.rpm) if self.settings.rpm else None
@@ -248,8 +252,8 @@ class _BatchRun:
         http_client = DefaultAsyncHttpxClient(
             event_hooks={"response": [self._watch_rate_limits]},
             limits=httpx2.Limits(
-                max_connections=self.settings.concurrency * 2,
-                max_keepalive_connections=self.settings.concurrency * 2,
+                max_connections=self.settings.concurrency_ceiling() * 2,
+                max_keepalive_connections=self.settings.concurrency_ceiling() * 2,
             ),
         )
         assert self.settings.api_key is not None
@@ -653,8 +657,10 @@ class _BatchRun:
             if retries > self.settings.max_retries:
                 raise failure
             attempt = retries + rate_limited
-            backoff = wait if wait is not None else (
-                min(30.0, 0.5 * 2 ** (attempt - 1)) * random.uniform(0.5, 1.0))
+            exponential = min(30.0, 0.5 * 2 ** (attempt - 1)) * random.uniform(0.5, 1.0)
+            # A Retry-After is a floor: a short one repeated must not use up the rounds at once.
+            backoff = max(wait or 0.0, exponential) if failure.kind == "rate_limited" else (
+                wait if wait is not None else exponential)
             if time.monotonic() + backoff >= give_up_at:
                 raise _CallFailed(failure.kind, f"{failure.detail} (gave up at the "
                                   f"{self.settings.deadline():.0f}s request deadline)")

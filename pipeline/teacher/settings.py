@@ -64,7 +64,8 @@ class TeacherSettings(BaseModel):
     model: str | None = None  # one model for every stage (the --model flag)
     stage_models: dict[str, str] = Field(default_factory=dict)
     default_model: str = "gpt-4o-mini"
-    concurrency: int = Field(default=16, ge=1)
+    concurrency: int = Field(default=16, ge=1)  # requests in flight at the start
+    max_concurrency: int = Field(default=64, ge=1)  # how far the adaptive limit may grow
     timeout: float = Field(default=120.0, gt=0)
     max_retries: int = Field(default=4, ge=0)  # the openai client's own retries per call
     reask_limit: int = Field(default=2, ge=0)
@@ -113,6 +114,9 @@ class TeacherSettings(BaseModel):
         values["stage_models"] = stage_models
         return cls.model_validate(values)
 
+    def concurrency_ceiling(self) -> int:
+        return max(self.concurrency, self.max_concurrency)
+
     def deadline(self) -> float:
         """How long one request may take, retries and waits included, before it is recorded
         as failed: every attempt's timeout plus the backoffs between them, at most."""
@@ -152,6 +156,7 @@ def announce(
         named = f"model {next(iter(models.values())) if models else settings.model_for(stage)}"
     return (
         f"teacher for {stage}: openai-compatible, {named} at {redact_url(settings.endpoint())}, "
-        f"concurrency {settings.concurrency}, each request given up after "
+        f"concurrency {settings.concurrency} (up to {settings.concurrency_ceiling()} while the "
+        f"server keeps up), each request given up after "
         f"{settings.deadline():.0f}s at most"
     )

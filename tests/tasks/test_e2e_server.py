@@ -88,7 +88,8 @@ def test_kill_during_distillation_then_rerun(tmp_path: Path, server_factory) -> 
 
     server = server_factory(responder=stage_responder, latency=0.4)
     work = tmp_path / "killed"
-    process = skillsft("alfworld", work, server.base_url, "--concurrency", str(concurrency))
+    process = skillsft("alfworld", work, server.base_url, "--concurrency", str(concurrency),
+                       "--max-concurrency", str(concurrency))
     bank_manifest = manifest_path_for(work / "skill_bank.json")
     deadline = time.monotonic() + 300
     while not bank_manifest.exists():
@@ -103,7 +104,8 @@ def test_kill_during_distillation_then_rerun(tmp_path: Path, server_factory) -> 
     process.wait()
     assert not (work / "alfworld_sft_data.json").exists()
 
-    finish(skillsft("alfworld", work, server.base_url, "--concurrency", str(concurrency)))
+    finish(skillsft("alfworld", work, server.base_url, "--concurrency", str(concurrency),
+                    "--max-concurrency", str(concurrency)))
     assert corpus(work, "alfworld") == corpus(reference, "alfworld")
     paid_twice = [h for h, n in server.stats.paid_by_prompt.items() if n > 1]
     assert len(paid_twice) <= concurrency, f"{len(paid_twice)} requests paid twice"

@@ -86,7 +86,7 @@ def test_changed_prompt_version_recalls_exactly_the_affected_requests(openai_ser
 
 def test_inflight_peak_never_exceeds_concurrency(server_factory, tmp_path):
     server = server_factory(latency=0.05, p_rate_limit=0.1, p_server_error=0.1)
-    teacher = make_teacher(server, tmp_path, concurrency=5)
+    teacher = make_teacher(server, tmp_path, concurrency=5, max_concurrency=5)
 
     results, _ = teacher.run_batch(toy_requests(80), stage="toy")
 

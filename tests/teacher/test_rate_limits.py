@@ -1,8 +1,6 @@
-"""The rate-limit machinery, each piece by what it does to the requests a server sees: the
-pool-wide pause for a Retry-After and the per-minute caps. Each test fails when its piece is
-removed (checked by removing it). The halving of the adaptive limit has no such test yet: a
-429'd request keeps its slot while the openai client retries it, so halving changes little
-that a server can see (measured: about the same number of 429s with and without it)."""
+"""The rate-limit machinery: the adaptive limit (halving on 429s, growing while the server keeps
+up), the pool-wide pause for a Retry-After, and the per-minute caps. Each test fails when its
+piece is removed (checked by removing it)."""
 
 import asyncio
 import time
@@ -24,6 +22,29 @@ def teacher_for(server: FakeOpenAIServer, work_dir: Path, **overrides: Any) -> O
         "model": "gpt-4o-mini", "timeout": 10.0, "show_progress": False,
         "response_format": "json_schema", **overrides})  # forced: no probe among the arrivals
     return OpenAITeacher(settings, work_dir, "toy")
+
+
+def test_429s_bring_the_limit_down_to_what_the_server_takes(server_factory, tmp_path: Path):
+    server = server_factory(latency=0.1, max_in_flight=4, retry_after=0.01)
+    teacher = teacher_for(server, tmp_path, concurrency=32, max_concurrency=32, max_retries=8)
+
+    results, _ = teacher.run_batch(toy_requests(100), stage="toy")
+
+    assert all(r.ok for r in results)  # no request lost to the 429s
+    assert server.stats.faults["over_capacity"] > 0
+    assert teacher.final_limit <= 12, teacher.final_limit  # from 32, near the server's 4
+
+
+def test_the_limit_grows_above_concurrency_while_the_server_keeps_up(
+    server_factory, tmp_path: Path
+) -> None:
+    server = server_factory(latency=0.05)
+    teacher = teacher_for(server, tmp_path, concurrency=2, max_concurrency=8)
+
+    teacher.run_batch(toy_requests(150), stage="toy")
+
+    assert 2 < server.stats.peak_in_flight <= 8
+    assert teacher.final_limit == 8
 
 
 def test_a_retry_after_pauses_the_whole_pool(server_factory, tmp_path: Path):
