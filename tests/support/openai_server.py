@@ -448,12 +448,15 @@ def main(argv: list[str] | None = None) -> None:
     for fault in FAULTS:
         parser.add_argument(f"--p-{fault.replace('_', '-')}", type=float, default=0.0)
     parser.add_argument("--refuse-json-schema", action="store_true")
+    parser.add_argument("--max-in-flight", type=int, default=0,
+                        help="answer 429 to a request above this many in flight (0: no cap)")
     args = parser.parse_args(argv)
     config = ServerConfig(
         latency=args.latency,
         retry_after=args.retry_after,
         hang_seconds=args.hang_seconds,
         refuse_json_schema=args.refuse_json_schema,
+        max_in_flight=args.max_in_flight,
         seed=args.seed,
         **{f"p_{fault}": getattr(args, f"p_{fault}") for fault in FAULTS},
     )
