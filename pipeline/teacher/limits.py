@@ -66,11 +66,16 @@ class AdaptiveLimiter:
         if self.limit < self.max_limit:
             self.limit = min(self.max_limit, self.limit + 1.0 / self.limit)
 
+    def pause_for(self, seconds: float) -> None:
+        """Hold new starts for `seconds` (at most two minutes)."""
+        if seconds > 0:
+            self._pause_until = max(self._pause_until, time.monotonic() + min(seconds, 120.0))
+
     def on_rate_limited(self, retry_after_s: float | None) -> None:
         """Halve the limit (once per cooldown) and hold new starts for Retry-After."""
         now = time.monotonic()
-        if retry_after_s and retry_after_s > 0:
-            self._pause_until = max(self._pause_until, now + min(retry_after_s, 120.0))
+        if retry_after_s:
+            self.pause_for(retry_after_s)
         if now - self._last_decrease >= self.cooldown_s:
             self.limit = max(float(self.min_limit), self.limit / 2)
             self._last_decrease = now

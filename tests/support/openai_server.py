@@ -64,6 +64,7 @@ class ServerConfig:
     models: tuple[str, ...] = ()  # listed by GET /v1/models; empty: no such route (404)
     max_in_flight: int = 0  # >0: a 429 (with Retry-After) for a request above this many
     rate_limit_first: int = 0  # a 429 (with Retry-After) for the first N stage requests
+    budget_spent_first: int = 0  # the first N answers say x-ratelimit-remaining-requests: 0
 
     def probabilities(self) -> tuple[float, ...]:
         return (
@@ -351,6 +352,9 @@ class _Handler(BaseHTTPRequestHandler):
         completion_tokens = max(1, len(content) // 4)
         with owner.lock:
             owner.stats.paid_by_prompt[content_hash] += 1
+            spent = sum(owner.stats.paid_by_prompt.values()) <= config.budget_spent_first
+        budget = {"x-ratelimit-remaining-requests": "0", "x-ratelimit-reset-requests": "1s",
+                  "x-ratelimit-remaining-tokens": "90000", "x-ratelimit-reset-tokens": "6m0s"}
         self._send_json(
             200,
             {
@@ -371,6 +375,7 @@ class _Handler(BaseHTTPRequestHandler):
                     "total_tokens": prompt_tokens + completion_tokens,
                 },
             },
+            headers=budget if spent else None,
         )
 
     def _send_json(

@@ -1,5 +1,6 @@
 """The rate-limit machinery: the adaptive limit (halving on 429s, growing while the server keeps
-up), the pool-wide pause for a Retry-After, and the per-minute caps. Each test fails when its
+up), the pool-wide pause for a Retry-After or a spent x-ratelimit budget, and the per-minute
+caps. Each test fails when its
 piece is removed (checked by removing it)."""
 
 import asyncio
@@ -8,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from skillsft.pipeline.teacher.limits import MinuteWindow
-from skillsft.pipeline.teacher.openai_teacher import OpenAITeacher
+from skillsft.pipeline.teacher.openai_teacher import OpenAITeacher, parse_reset
 from skillsft.pipeline.teacher.settings import TeacherSettings
 
 from tests.support.fixtures import TEST_API_KEY
@@ -60,6 +61,25 @@ def test_a_retry_after_pauses_the_whole_pool(server_factory, tmp_path: Path):
     (refused_at, status), *later = server.stats.arrivals
     assert status == 429 and later
     assert later[0][0] - refused_at >= 0.95, "a request started during the Retry-After pause"
+
+
+def test_a_spent_request_budget_holds_new_starts_until_its_reset(server_factory, tmp_path):
+    """The first answer says `x-ratelimit-remaining-requests: 0`, reset in 1 s: the next request
+    must not reach the server before then."""
+    server = server_factory(budget_spent_first=1)
+    teacher = teacher_for(server, tmp_path, concurrency=1, max_retries=0)
+
+    results, _ = teacher.run_batch(toy_requests(3), stage="toy")
+
+    assert all(r.ok for r in results)
+    (first, _), (second, _), *_ = server.stats.arrivals
+    assert second - first >= 0.95, "a request started although the budget was spent"
+
+
+def test_reset_durations_in_the_forms_servers_send() -> None:
+    assert parse_reset("1s") == 1.0 and parse_reset("6m0s") == 360.0
+    assert parse_reset("20ms") == 0.02 and parse_reset("1m30.5s") == 90.5
+    assert parse_reset("2.5") == 2.5 and parse_reset("soon") is None
 
 
 def starts_with_cap(window: MinuteWindow, amounts: list[int]) -> list[float]:
