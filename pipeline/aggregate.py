@@ -30,6 +30,7 @@ from skillsft.pipeline.teacher.base import (
     Teacher,
     TeacherRequest,
 )
+from skillsft.schemas.answer_bounds import bounded_answer_model
 from skillsft.schemas.memory import Memory
 from skillsft.schemas.memory_answers import MistakesAnswer, SkillsAnswer
 from skillsft.schemas.skill_bank import CommonMistake, Skill, SkillBank
@@ -188,7 +189,11 @@ def build_request(track: Track, level: int, batch: int, items: Sequence[dict[str
         request_id=f"{track.name}/L{level}/B{batch:04d}",
         kind=track.kind,
         messages=({"role": "system", "content": system}, {"role": "user", "content": user}),
-        answer_model=SkillsAnswer if track.kind == SKILLS_KIND else MistakesAnswer,
+        answer_model=(
+            bounded_answer_model(SkillsAnswer, (("skills", options.max_outputs_per_call),))
+            if track.kind == SKILLS_KIND
+            else bounded_answer_model(MistakesAnswer, (("mistakes", options.max_outputs_per_call),))
+        ),
         prompt_version=PROMPT_VERSIONS[track.kind],
         offline_context=AggregateContext(track.name, level, tuple(items), max_outputs,
                                          dict(words)),

@@ -33,6 +33,7 @@ from skillsft.pipeline.teacher.base import (
     Teacher,
     TeacherRequest,
 )
+from skillsft.schemas.answer_bounds import bounded_answer_model
 from skillsft.schemas.memory import (
     Memory,
     MemoryContent,
@@ -52,6 +53,7 @@ MEMORY_KIND = "memory"
 # Bump when the prompt text below changes: the version is part of every journal key.
 PROMPT_VERSIONS = {MEMORY_KIND: "memory-v3"}
 CHARS_PER_TOKEN = 4  # a conservative estimate, as in distillation
+MIN_MISTAKES_BOUND = 3  # the answer schema admits at least this many mistakes
 STAGE = "memories"
 
 
@@ -278,7 +280,14 @@ def build_memory_request(
         request_id=f"{ctx.env_id}#{ctx.trajectory_index}",
         kind=MEMORY_KIND,
         messages=({"role": "system", "content": system}, {"role": "user", "content": user}),
-        answer_model=MEMORY_ANSWER_BY_OUTCOME[ctx.outcome],
+        answer_model=bounded_answer_model(
+            MEMORY_ANSWER_BY_OUTCOME[ctx.outcome],
+            # A short episode can still hold several mistakes (a wrong query and a wrong
+            # answer in one step); the bound only stops endless repetition.
+            (("mistakes_to_avoid", max(MIN_MISTAKES_BOUND, len(ctx.step_numbers))),
+             ("refined_trajectory", max(1, len(ctx.step_numbers)))),
+            ctx.step_numbers,
+        ),
         prompt_version=PROMPT_VERSIONS[MEMORY_KIND],
         offline_context=ctx,
     )

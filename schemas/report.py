@@ -21,6 +21,8 @@ class UsageCounts(StrictModel):
     calls_new: int = 0
     calls_from_journal: int = 0
     calls_failed: int = 0
+    # Of the failed calls, those the next run will try again (teacher/failures.py).
+    retryable_failures: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cost_usd: float | None = None
@@ -37,7 +39,8 @@ class UsageCounts(StrictModel):
             setattr(self, name, None if mine is None or theirs is None else mine + theirs)
 
 
-_COUNTS = ("calls_new", "calls_from_journal", "calls_failed", "prompt_tokens",
+_COUNTS = ("calls_new", "calls_from_journal", "calls_failed", "retryable_failures",
+           "prompt_tokens",
            "completion_tokens", "reused_prompt_tokens", "reused_completion_tokens")
 
 

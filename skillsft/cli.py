@@ -27,13 +27,16 @@ from skillsft.arguments import (
     positive_int,
     share,
 )
+from skillsft.checks import check_teacher
 from skillsft.luigi_options import luigi_build_options
 from skillsft.pipeline.envs import ENVS
 from skillsft.pipeline.errors import SkillsftError
+from skillsft.pipeline.teacher.settings import RESPONSE_FORMAT_CHOICES
 from skillsft.run_log import close_log, open_log
 from skillsft.tasks.base import StageTask, input_signatures_frozen, walk_graph
 from skillsft.tasks.failures import CONFIGURATION_ERRORS, clear_failure, read_failure
 from skillsft.tasks.summary import print_summary
+from skillsft.tasks.teacher import FORCED_STAGES_VARIABLE
 
 PREFERENCE_COMMANDS = ("preferences", "export-skills")
 STAGES = ("parse", "memories", "aggregate", "distill", "flatten", "report", "publish",
@@ -64,10 +67,27 @@ def add_teacher_flags(parser: argparse.ArgumentParser, *, per_stage_models: bool
     group.add_argument("--base-url", default=None, help="default: $OPENAI_BASE_URL")
     group.add_argument("--concurrency", type=positive_int, default=None,
                        help="max requests in flight (default: $SKILLSFT_CONCURRENCY or 16)")
+    group.add_argument("--max-concurrency", type=positive_int, default=None,
+                       help="how far the in-flight limit may grow while the server keeps up "
+                       "(default 64; it halves on each 429)")
     group.add_argument("--rpm", type=positive_int, default=None,
                        help="cap on requests started per minute")
     group.add_argument("--tpm", type=positive_int, default=None,
                        help="cap on tokens (prompt estimate + max output) per minute")
+    group.add_argument("--response-format", choices=RESPONSE_FORMAT_CHOICES, default=None,
+                       help="how answers are constrained: auto (default) probes the server once "
+                       "per endpoint and model; any other value forces that mode")
+    group.add_argument("--max-output-tokens", type=positive_int, default=None,
+                       help="max tokens per teacher answer (default 4096)")
+    group.add_argument("--retry-failed", type=int, default=None, metavar="N",
+                       help="runs that call a request again after a transient failure "
+                       "(timeout, 5xx; default 2); --force STAGE retries every failure")
+    group.add_argument("--request-deadline", type=float, default=None, metavar="SECONDS",
+                       help="give a request up after this long, retries included (default: "
+                       "every attempt's timeout plus the backoffs; printed at the start)")
+    group.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
+                       help="per HTTP call to the teacher (default 120; a slow local server "
+                       "that keeps working on abandoned calls needs more)")
     group.add_argument("--prices", default=None, metavar="FILE",
                        help='JSON {"model": [usd_per_1M_input, usd_per_1M_output]} overriding '
                        "the built-in price table")
@@ -228,6 +248,9 @@ def build_parser() -> argparse.ArgumentParser:
     estimate = add_command("estimate", "list per teacher stage the requests, tokens and dollars "
                            "`run` would spend (journal hits free); sends nothing")
     copy_arguments(run, estimate)
+    check = add_command("check", "check the teacher endpoint and models a run would use "
+                        "(pre-flight only: nothing else runs)")
+    copy_arguments(run, check)
 
     parse = add_command("parse", "stage 1: rollout text -> processed trajectories")
     parse.add_argument("env", choices=envs)
@@ -293,8 +316,12 @@ def build_graph(root: luigi.Task, args: argparse.Namespace) -> int:
         if task.task_id in retried:
             print(f"skillsft: {task.stage_name()} had {task.output().teacher_failures()} failed "
                   "teacher requests last time; retrying them (answered ones come from the journal)")
+    os.environ[FORCED_STAGES_VARIABLE] = ",".join(args.force)
     dirty = downstream_of(graph, forced | retried)
     pending = [t for t in graph if t.task_id in dirty or not t.complete()]
+    if not args.dry_run:
+        for line in check_teacher(pending):
+            print(f"skillsft: pre-flight: {line}")
     if args.dry_run:
         for task in graph:
             state = "would run" if task in pending else "up to date"
@@ -399,6 +426,11 @@ def dispatch(args: argparse.Namespace) -> int:
         root = build(args, os.environ)
     except settings.CommandDone as done:  # publish/report/export-skills ran directly
         return done.status
+    if args.command == "check":
+        lines = check_teacher(walk_graph(root)) or ["the offline teacher needs no endpoint"]
+        for line in lines:
+            print(f"skillsft: check: {line}")
+        return 0
     if args.command == "estimate":
         from skillsft.estimate import estimate_command  # imports the openai client: only here
 

@@ -23,7 +23,7 @@ def build_command(args: argparse.Namespace, environ: Mapping[str, str]) -> luigi
     from skillsft.tasks.preferences import PreferencePairs
 
     rollout_dir = settings.resolve_rollout_dir(args, environ)
-    settings.check_rollout_dir(rollout_dir)
+    settings.check_rollouts(rollout_dir, args.env)
     output = Path(args.output)
     params = {**settings.stage_params(args), **settings.teacher_params(args, environ)}
     return PreferencePairs(

@@ -8,6 +8,7 @@ that shaped an output is the one in its fingerprint.
 
 import argparse
 import difflib
+import os
 import uuid
 from collections.abc import Mapping
 from importlib import resources
@@ -16,6 +17,7 @@ from pathlib import Path
 import luigi
 from pydantic import ValidationError
 
+from skillsft.pipeline.teacher.endpoints import hand_over, redact_url
 from skillsft.pipeline.teacher.pricing import load_price_file
 from skillsft.pipeline.teacher.settings import (
     FIELD_VARIABLES,
@@ -50,6 +52,16 @@ def resolve_rollout_dir(args: argparse.Namespace, environ: Mapping[str, str]) ->
     return sample
 
 
+def check_rollouts(path: Path, env: str) -> None:
+    """Fail at once, before any work or teacher call (pre-flight probes included), when there
+    is nothing to parse or the folder holds another environment's dump."""
+    from skillsft.pipeline.dump_kind import check_environment
+    from skillsft.pipeline.envs import ENVS
+
+    check_rollout_dir(path)
+    check_environment(path, ENVS[env], list(ENVS.values()))
+
+
 def check_rollout_dir(path: Path) -> None:
     """Fail at once, before any work, when there is nothing to parse."""
     if not path.is_dir():
@@ -71,6 +83,8 @@ def teacher_params(args: argparse.Namespace, environ: Mapping[str, str]) -> dict
         "base_url": getattr(args, "base_url", None),
         "concurrency": getattr(args, "concurrency", None),
         "model": getattr(args, "model", None),
+        "timeout": getattr(args, "timeout", None),
+        "request_deadline": getattr(args, "request_deadline", None),
     }
     try:
         resolved = TeacherSettings.resolve(environ, **explicit)
@@ -88,18 +102,30 @@ def teacher_params(args: argparse.Namespace, environ: Mapping[str, str]) -> dict
         load_price_file(Path(prices))  # a malformed table fails now, not inside a stage
     params: dict[str, object] = {
         "teacher": resolved.teacher,
-        "base_url": resolved.endpoint() if resolved.teacher == "openai" else "",
+        "base_url": redact_url(resolved.endpoint()) if resolved.teacher == "openai" else "",
+        "base_url_digest": (hand_over(resolved.endpoint(), os.environ)
+                            if resolved.teacher == "openai" else ""),
         "concurrency": resolved.concurrency,
+        "max_concurrency": getattr(args, "max_concurrency", None) or 64,
         "rpm": getattr(args, "rpm", None) or 0,
         "tpm": getattr(args, "tpm", None) or 0,
         "prices": str(Path(prices).resolve()) if prices else "",
+        "response_format": getattr(args, "response_format", None) or "auto",
+        "max_output_tokens": getattr(args, "max_output_tokens", None) or 4096,
+        "timeout": getattr(args, "timeout", None) or 120.0,
+        "request_deadline": getattr(args, "request_deadline", None) or 0.0,
+        "retry_failed": 2 if getattr(args, "retry_failed", None) is None else args.retry_failed,
     }
+    models: dict[str, str] = {}
     for stage, flag in (("memory", "memory_model"), ("aggregate", "aggregate_model"),
                         ("distill", "distill_model")):
-        chosen = getattr(args, flag, None)
-        params[flag] = (chosen or resolved.model_for(stage)) if resolved.teacher == "openai" else ""
+        models[stage] = getattr(args, flag, None) or resolved.model_for(stage)
+        params[flag] = models[stage] if resolved.teacher == "openai" else ""
+    # The banner names the models this command's stages really use (`run`: all three).
+    own_stage = {"memories": "memory"}.get(args.command, args.command)
+    shown = {own_stage: models[own_stage]} if own_stage in models else models
     params.update(batch_params(args, resolved))
-    print(f"skillsft: {announce(resolved, 'this run')}")
+    print(f"skillsft: {announce(resolved, 'this run', shown)}")
     return params
 
 
@@ -202,10 +228,10 @@ def build_root_task(args: argparse.Namespace, environ: Mapping[str, str]) -> lui
     from skillsft.tasks import stages
 
     command = args.command
-    if command in ("run", "estimate"):
+    if command in ("run", "estimate", "check"):
         work_dir = Path(args.work_dir or environ.get("WORK_DIR") or Path("runs") / args.env)
         rollout_dir = resolve_rollout_dir(args, environ)
-        check_rollout_dir(rollout_dir)
+        check_rollouts(rollout_dir, args.env)
         if args.skill_bank and not Path(args.skill_bank).is_file():
             raise UsageError(f"--skill-bank {args.skill_bank} is not a file")
         return stages.RunEnv(
@@ -225,7 +251,7 @@ def build_root_task(args: argparse.Namespace, environ: Mapping[str, str]) -> lui
         )
     if command == "parse":
         rollout_dir = Path(args.rollout_dir)
-        check_rollout_dir(rollout_dir)
+        check_rollouts(rollout_dir, args.env)
         output = Path(args.output)
         return stages.ParseRollouts(
             env=args.env,

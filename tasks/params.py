@@ -43,11 +43,21 @@ class TeacherParams:
     inside the worker only."""
 
     teacher = luigi.ChoiceParameter(choices=["offline", "openai"], var_type=str, default="offline")
-    base_url = luigi.Parameter(default="")
+    base_url = luigi.Parameter(default="")  # redacted: credentials never reach Luigi
+    # A hash of the full base URL when it carries credentials (endpoints.url_digest): changing
+    # the credential changes the fingerprint, and the worker finds the full URL by it.
+    base_url_digest = luigi.Parameter(default="")
     memory_model = luigi.Parameter(default="")
     aggregate_model = luigi.Parameter(default="")
     distill_model = luigi.Parameter(default="")
+    max_output_tokens = luigi.IntParameter(default=4096)
     concurrency = luigi.IntParameter(default=16, significant=False)
+    max_concurrency = luigi.IntParameter(default=64, significant=False)
+    # How answers are constrained, not what is asked: the journal key does not depend on it.
+    response_format = luigi.Parameter(default="auto", significant=False)
+    timeout = luigi.FloatParameter(default=120.0, significant=False)
+    request_deadline = luigi.FloatParameter(default=0.0, significant=False)  # 0: the default
+    retry_failed = luigi.IntParameter(default=2, significant=False)
     # Pace and price knobs: they change how fast and what is reported, never the output.
     rpm = luigi.IntParameter(default=0, significant=False)
     tpm = luigi.IntParameter(default=0, significant=False)

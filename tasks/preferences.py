@@ -49,7 +49,8 @@ class FromSkillBank(SelectionParams, TeacherParams, MemoryParams, AggregateParam
 
 class PreferencePairs(FromSkillBank):
     stage = "preferences"
-    shaping_params = ("teacher", "base_url", "distill_model", *RENDERING)
+    shaping_params = ("teacher", "base_url", "base_url_digest", "distill_model",
+                      "max_output_tokens", *RENDERING)
     # `skillsft preferences` fails on an empty result; `run --preferences` writes the empty
     # file (the SFT corpus is the run's product) and the report shows why it is empty.
     require_pairs = luigi.BoolParameter(default=False, significant=False)

@@ -109,7 +109,9 @@ class ParseRollouts(SelectionParams, FailureParams, StageTask):
 class GenerateMemories(FromInputs, SelectionParams, TeacherParams, MemoryParams, StageTask):
     stage = "memories"
     output_name = "generated_memories.json"
-    shaping_params = ("teacher", "base_url", "memory_model", "all_trajectories")
+    shaping_params = ("teacher", "base_url", "base_url_digest", "memory_model",
+                      "max_output_tokens",
+                      "all_trajectories")
 
     def upstream(self) -> luigi.Task:
         return self.clone(ParseRollouts)
@@ -157,8 +159,9 @@ class AggregateSkillBank(FromInputs, SelectionParams, TeacherParams, MemoryParam
                          AggregateParams, StageTask):
     stage = "aggregate"
     output_name = "skill_bank.json"
-    shaping_params = ("teacher", "base_url", "aggregate_model", "batch_size", "general_skills",
-                      "category_skills", "common_mistakes")
+    shaping_params = ("teacher", "base_url", "base_url_digest", "aggregate_model",
+                      "max_output_tokens", "batch_size", "general_skills", "category_skills",
+                      "common_mistakes")
 
     def upstream(self) -> luigi.Task:
         return self.clone(GenerateMemories)
@@ -218,7 +221,8 @@ class Distill(FromInputs, SelectionParams, TeacherParams, MemoryParams, Aggregat
               DistillParams, StageTask):
     stage = "distill"
     output_name = "distilled_trajectories.json"
-    shaping_params = ("teacher", "base_url", "distill_model", *RENDERING)
+    shaping_params = ("teacher", "base_url", "base_url_digest", "distill_model",
+                      "max_output_tokens", *RENDERING)
     skill_bank = luigi.Parameter(default="")
 
     def upstream(self) -> luigi.Task:

@@ -78,9 +78,11 @@ class StageTarget(luigi.LocalTarget):
         return manifest is not None and manifest.get("fingerprint") == self.fingerprint
 
     def teacher_failures(self) -> int:
-        """Teacher requests that failed when this output was made (retried by the next run)."""
+        """Teacher requests that failed when this output was made and that the next run will
+        try again (manifests older than that count every failure)."""
         manifest = self.read_manifest() or {}
-        return sum(int(usage.get("calls_failed", 0)) for usage in manifest.get("teacher", []))
+        return sum(int(usage.get("retryable_failures", usage.get("calls_failed", 0)))
+                   for usage in manifest.get("teacher", []))
 
     def write(self, data: bytes) -> None:
         write_bytes_atomically(Path(self.path), data)

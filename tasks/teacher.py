@@ -2,34 +2,54 @@
 
 The API key never travels as a Luigi parameter (parameters are logged and sent to the
 scheduler); `TeacherSettings.resolve` reads it here, inside the worker, from
-OPENAI_API_KEY / DEEPSEEK_API_KEY. Three optional layers: the Batch API (--batch), a dry run's
-estimating teacher (`estimate_for`: the work dir whose journal counts as free), and the
---max-cost budget around whichever teacher pays.
+OPENAI_API_KEY / DEEPSEEK_API_KEY. Neither do credentials inside the base URL: the parameter
+holds the redacted URL and a hash of the full one, which is found again in the environment.
+Three optional layers: the Batch API (--batch), a dry run's estimating teacher
+(`estimate_for`: the work dir whose journal counts as free), and the --max-cost budget around
+whichever teacher pays.
 """
 
+import os
 from pathlib import Path
 from typing import Any
 
 from skillsft.pipeline.teacher.base import BatchStats, Teacher
 from skillsft.pipeline.teacher.batch.teacher import BatchOptions, BatchTeacher
 from skillsft.pipeline.teacher.budget import BudgetedTeacher, SpendFile
+from skillsft.pipeline.teacher.endpoints import full_base_url
 from skillsft.pipeline.teacher.estimate import EstimatingTeacher
 from skillsft.pipeline.teacher.factory import make_teacher
 from skillsft.pipeline.teacher.settings import TeacherSettings
 
 CHUNK_WINDOWS = 4  # with --max-cost, a live stage checks the spend every 4 x concurrency calls
+# The stages the command was told to --force, handed to the workers (they retry every earlier
+# teacher failure of those stages once more).
+FORCED_STAGES_VARIABLE = "SKILLSFT_FORCED_STAGES"
 
 
-def build_teacher(task: Any, stage: str, model: str) -> Teacher:
-    settings = TeacherSettings.resolve(
+def teacher_settings(task: Any, model: str) -> TeacherSettings:
+    """The settings of a task's teacher: its parameters plus, from the environment, the key and
+    the base URL's credentials."""
+    return TeacherSettings.resolve(
         teacher=task.teacher,
-        base_url=task.base_url or None,
+        base_url=full_base_url(task.base_url, task.base_url_digest) or None,
         model=model or None,
         concurrency=task.concurrency,
+        max_concurrency=task.max_concurrency,
         rpm=task.rpm or None,
         tpm=task.tpm or None,
         price_file=task.prices or None,
+        max_output_tokens=task.max_output_tokens,
+        response_format=task.response_format,
+        timeout=task.timeout,
+        request_deadline=task.request_deadline or None,
+        retry_failed=task.retry_failed,
+        retry_forced=task.stage_name() in os.environ.get(FORCED_STAGES_VARIABLE, "").split(","),
     )
+
+
+def build_teacher(task: Any, stage: str, model: str) -> Teacher:
+    settings = teacher_settings(task, model)
     if task.estimate_for and settings.teacher == "openai":
         return EstimatingTeacher(settings, Path(task.estimate_for) / "journal", stage,
                                  Path(task.work_dir) / "estimate")

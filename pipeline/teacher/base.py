@@ -42,6 +42,7 @@ class TeacherResult(Generic[AnswerT]):
     prompt_tokens: int = 0
     completion_tokens: int = 0
     attempts: int = 0
+    retryable: bool = False  # a failure the next run will call again (teacher/failures.py)
 
     @property
     def ok(self) -> bool:

@@ -68,7 +68,9 @@ class JournalRecord(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
     key: str
-    kind: Literal["response", "error"]
+    # response: a raw answer; error: one call that failed; failure: a request that failed for
+    # good in one run (after retries and re-asks), which decides whether later runs call it.
+    kind: Literal["response", "error", "failure"]
     record_id: str = Field(default_factory=lambda: uuid.uuid4().hex)
     stage: str = ""
     request_id: str = ""
@@ -109,6 +111,7 @@ class Journal:
         self._offset = 0
         self._line_number = 0
         self._responses: dict[str, list[JournalRecord]] = {}
+        self._failures: dict[str, list[str]] = {}
         self._seen: set[str] = set()  # record ids already indexed (ours are indexed on write)
         self.skipped_lines = 0
         self._pending: list[tuple[bytes, asyncio.Future[None]]] = []
@@ -158,6 +161,10 @@ class Journal:
         records = self._responses.get(key)
         return records[-1] if records else None
 
+    def failures(self, key: str) -> list[str]:
+        """The errors of the runs in which this request failed for good, oldest first."""
+        return list(self._failures.get(key, ()))
+
     def __len__(self) -> int:
         return sum(len(records) for records in self._responses.values())
 
@@ -199,6 +206,8 @@ class Journal:
         self._seen.add(record.record_id)
         if record.kind == "response":
             self._responses.setdefault(record.key, []).append(record)
+        elif record.kind == "failure":
+            self._failures.setdefault(record.key, []).append(record.error or "unknown")
 
     def _write(self, data: bytes) -> None:
         fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)

@@ -1,9 +1,11 @@
 """How many teacher calls may be in flight, and how fast they may start.
 
-`AdaptiveLimiter` is a semaphore whose limit moves: additive increase (about +1 per window of
-successful calls) and multiplicative decrease (halve) when the server answers 429, at most once
-per cooldown so a burst of 429s from one overload counts once. A 429's Retry-After also pauses
-new starts until it has passed, so the whole pool backs off, not just the rejected call.
+`AdaptiveLimiter` is a semaphore whose limit moves: it starts at `start` (--concurrency), grows
+by about +1 per window of successful calls up to `max_limit` (--max-concurrency), and halves
+when the server answers 429, at most once per cooldown so a burst of 429s from one overload
+counts once. Against a server that takes N at a time it settles around N. A 429's Retry-After
+also pauses new starts until it has passed, so the whole pool backs off, not just the rejected
+call.
 
 `MinuteWindow` caps requests or tokens per minute over a sliding 60 s window.
 """
@@ -16,10 +18,13 @@ from contextlib import asynccontextmanager, suppress
 
 
 class AdaptiveLimiter:
-    def __init__(self, max_limit: int, *, min_limit: int = 1, cooldown_s: float = 1.0) -> None:
+    def __init__(
+        self, max_limit: int, *, start: int | None = None, min_limit: int = 1,
+        cooldown_s: float = 1.0,
+    ) -> None:
         self.max_limit = max_limit
         self.min_limit = min_limit
-        self.limit = float(max_limit)
+        self.limit = float(min(max_limit, start or max_limit))
         self.cooldown_s = cooldown_s
         self.in_flight = 0
         self.peak = 0
@@ -61,11 +66,16 @@ class AdaptiveLimiter:
         if self.limit < self.max_limit:
             self.limit = min(self.max_limit, self.limit + 1.0 / self.limit)
 
+    def pause_for(self, seconds: float) -> None:
+        """Hold new starts for `seconds` (at most two minutes)."""
+        if seconds > 0:
+            self._pause_until = max(self._pause_until, time.monotonic() + min(seconds, 120.0))
+
     def on_rate_limited(self, retry_after_s: float | None) -> None:
         """Halve the limit (once per cooldown) and hold new starts for Retry-After."""
         now = time.monotonic()
-        if retry_after_s and retry_after_s > 0:
-            self._pause_until = max(self._pause_until, now + min(retry_after_s, 120.0))
+        if retry_after_s:
+            self.pause_for(retry_after_s)
         if now - self._last_decrease >= self.cooldown_s:
             self.limit = max(float(self.min_limit), self.limit / 2)
             self._last_decrease = now
@@ -73,10 +83,12 @@ class AdaptiveLimiter:
 
 
 class MinuteWindow:
-    """At most `per_minute` units (requests or tokens) started in any 60 s window."""
+    """At most `per_minute` units (requests or tokens) started in any 60 s window (`window_s`:
+    a shorter window for tests)."""
 
-    def __init__(self, per_minute: int) -> None:
+    def __init__(self, per_minute: int, *, window_s: float = 60.0) -> None:
         self.per_minute = per_minute
+        self.window_s = window_s
         self._events: deque[tuple[float, int]] = deque()
         self._used = 0
         self._lock = asyncio.Lock()
@@ -87,10 +99,10 @@ class MinuteWindow:
         async with self._lock:
             while True:
                 now = time.monotonic()
-                while self._events and now - self._events[0][0] >= 60.0:
+                while self._events and now - self._events[0][0] >= self.window_s:
                     self._used -= self._events.popleft()[1]
                 if self._used + amount <= self.per_minute:
                     break
-                await asyncio.sleep(60.0 - (now - self._events[0][0]))
+                await asyncio.sleep(self.window_s - (now - self._events[0][0]))
             self._events.append((time.monotonic(), amount))
             self._used += amount

@@ -13,9 +13,10 @@ What we layer on top:
   (rate limits are the one error that waiting reliably cures);
 - the journal (journal.py): a response is fsynced before use, re-runs answer from it, and a
   per-request claim stops two processes paying for the same request;
-- structured answers (structured.py): json_schema, then json_object, then plain text when the
-  server answers 400, remembering per endpoint what worked; every answer validated, with a
-  bounded re-ask that tells the model what was wrong.
+- structured answers (structured.py, negotiation.py): the response mode an (endpoint, model)
+  accepts is probed once before its first paid request and kept beside the journal; a refusal
+  met later (any 4xx/5xx about the response format) steps down one mode and is kept too; every
+  answer validated, with a bounded re-ask that tells the model what was wrong.
 A request that still fails is a TeacherResult with its error and last raw text.
 """
 
@@ -34,8 +35,24 @@ import openai
 from openai import AsyncOpenAI, DefaultAsyncHttpxClient
 
 from skillsft.pipeline.teacher.base import TeacherRequest, TeacherResult
+from skillsft.pipeline.teacher.endpoints import redact_url, scrub, split_query, url_digest
+from skillsft.pipeline.teacher.failures import retryable_after, skip_reason
 from skillsft.pipeline.teacher.journal import Journal, JournalRecord, request_key
 from skillsft.pipeline.teacher.limits import AdaptiveLimiter, MinuteWindow
+from skillsft.pipeline.teacher.negotiation import (
+    PROBE_MAX_TOKENS,
+    PROBE_PROMPT,
+    ModeStore,
+    ProbeAnswer,
+    is_format_refusal,
+    mode_is_confirmed,
+)
+from skillsft.pipeline.teacher.preflight import (
+    CONNECT_DEADLINE_S,
+    EndpointError,
+    status_problem,
+    transport_problem,
+)
 from skillsft.pipeline.teacher.pricing import PriceTable
 from skillsft.pipeline.teacher.progress import BatchTracker
 from skillsft.pipeline.teacher.settings import TeacherSettings
@@ -56,11 +73,10 @@ log = logging.getLogger("skillsft.teacher")
 # o1, o3, o3-mini, o4-mini, the gpt-5 family, and DeepSeek's reasoner (optionally behind a
 # "vendor/" prefix): they reject temperature and take max_completion_tokens.
 _REASONING_MODEL = re.compile(r"^(o\d+(-.*)?|gpt-5.*|deepseek-reasoner.*)$")
-# A 400 that is about the response format (and so worth retrying in a weaker mode) says so.
-_FORMAT_REFUSAL = re.compile(r"response_format|json_schema|json_object|structured output", re.I)
-
-# What each endpoint accepted last: the first mode tried for its next request.
-_ENDPOINT_MODES: dict[str, ResponseMode] = {}
+# What each (endpoint, model) accepted last in this process: the first mode tried for its next
+# request (the work dir's response_modes.json carries it to other processes and runs).
+_ENDPOINT_MODES: dict[tuple[str, str], ResponseMode] = {}
+PROBE_PROMPT_VERSION = "probe/1"
 
 RATE_LIMIT_ROUNDS = 4  # extra rounds after the client's own retries gave up on a 429
 
@@ -87,6 +103,35 @@ def generation_parameters(model: str, settings: TeacherSettings) -> dict[str, An
     return {"temperature": settings.temperature, "max_tokens": settings.max_output_tokens}
 
 
+_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
+_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def parse_reset(text: str) -> float | None:
+    """An `x-ratelimit-reset-*` value in seconds: `1s`, `6m0s`, `20ms`, or a plain number."""
+    try:
+        return float(text)
+    except ValueError:
+        parts = _DURATION_PART.findall(text)
+        return sum(float(n) * _SECONDS[unit] for n, unit in parts) if parts else None
+
+
+def exhausted_budget_pause(headers: httpx2.Headers) -> float | None:
+    """How long to hold new starts when `x-ratelimit-remaining-requests` or `-tokens` (OpenAI,
+    vLLM gateways) says nothing is left: until the matching `x-ratelimit-reset-*`."""
+    pauses = []
+    for budget in ("requests", "tokens"):
+        remaining = headers.get(f"x-ratelimit-remaining-{budget}")
+        reset = headers.get(f"x-ratelimit-reset-{budget}")
+        try:
+            spent = remaining is not None and float(remaining) <= 0
+        except ValueError:
+            spent = False
+        if spent and reset and (seconds := parse_reset(reset)) is not None:
+            pauses.append(seconds)
+    return max(pauses) if pauses else None
+
+
 def parse_retry_after(headers: httpx2.Headers) -> float | None:
     for name, divisor in (("retry-after-ms", 1000.0), ("retry-after", 1.0)):
         value = headers.get(name)
@@ -106,7 +151,7 @@ class _CallFailed(Exception):
 
 
 class _Refused(Exception):
-    """The server answered 400 to a request sent in this response mode."""
+    """The server refused a request because of the response mode it was sent in."""
 
     def __init__(self, mode: ResponseMode, detail: str) -> None:
         super().__init__(detail)
@@ -145,17 +190,32 @@ class OpenAITeacher:
         self.stage = stage
         self.model = settings.model_for(stage)
         self.endpoint = settings.endpoint()
+        self.shown_endpoint = redact_url(self.endpoint)
         self.journal = Journal(Path(journal_dir) / f"teacher_{stage}.jsonl")
+        self.modes = ModeStore(Path(journal_dir) / "response_modes.json")
         self.prices = prices or PriceTable.with_overrides(
             settings.price_file, settings.price_overrides
         )
         self.parameters = generation_parameters(self.model, settings)
         self.peak_in_flight = 0  # of the last batch, for tests and benchmarks
+        self.final_limit = 0.0  # the adaptive limit at the end of the last batch
 
     def run_batch(
         self, requests: Sequence[TeacherRequest[Any]], *, stage: str
     ) -> tuple[list[TeacherResult[Any]], Any]:
         return asyncio.run(self.arun_batch(requests, stage=stage))
+
+    def negotiate(self) -> ResponseMode:
+        """The response mode requests will start in, probing now if it is not known yet (the
+        pre-flight). A probe that fails for another reason than the format raises
+        preflight.EndpointError with a one-line message."""
+
+        async def settle() -> ResponseMode:
+            tracker = BatchTracker("check", self.model, 0, prices=self.prices, show_progress=False)
+            async with _BatchRun(self, tracker, probe_problems_raise=True) as run:
+                return await run.current_mode()
+
+        return asyncio.run(settle())
 
     async def arun_batch(
         self, requests: Sequence[TeacherRequest[Any]], *, stage: str
@@ -189,6 +249,7 @@ class OpenAITeacher:
         finally:
             stats = tracker.close()
             self.peak_in_flight = run.limiter.peak
+            self.final_limit = run.limiter.limit
         return [result for result in results if result is not None], stats
 
     def key_for(self, messages: Messages, request: TeacherRequest[Any]) -> str:
@@ -204,26 +265,35 @@ class OpenAITeacher:
 class _BatchRun:
     """The per-batch machinery: one client, one limiter, one event loop."""
 
-    def __init__(self, teacher: OpenAITeacher, tracker: BatchTracker) -> None:
+    def __init__(
+        self, teacher: OpenAITeacher, tracker: BatchTracker, *, probe_problems_raise: bool = False
+    ) -> None:
         self.teacher = teacher
+        self.probe_problems_raise = probe_problems_raise
         self.settings = teacher.settings
         self.tracker = tracker
-        self.limiter = AdaptiveLimiter(self.settings.concurrency)
+        self.limiter = AdaptiveLimiter(
+            self.settings.concurrency_ceiling(), start=self.settings.concurrency
+        )
+        self.mode: ResponseMode | None = None  # settled by `current_mode`
+        self._mode_lock = asyncio.Lock()
         self.rpm = MinuteWindow(self.settings.rpm) if self.settings.rpm else None
         self.tpm = MinuteWindow(self.settings.tpm) if self.settings.tpm else None
         http_client = DefaultAsyncHttpxClient(
             event_hooks={"response": [self._watch_rate_limits]},
             limits=httpx2.Limits(
-                max_connections=self.settings.concurrency * 2,
-                max_keepalive_connections=self.settings.concurrency * 2,
+                max_connections=self.settings.concurrency_ceiling() * 2,
+                max_keepalive_connections=self.settings.concurrency_ceiling() * 2,
             ),
         )
         assert self.settings.api_key is not None
+        base_url, query = split_query(teacher.endpoint)
         self.client = AsyncOpenAI(
             api_key=self.settings.api_key.get_secret_value(),
-            base_url=teacher.endpoint,
+            base_url=base_url,
+            default_query=query or None,
             timeout=self.settings.timeout,
-            max_retries=self.settings.max_retries,
+            max_retries=0,  # retried in _create, outside the concurrency slot
             http_client=http_client,
         )
 
@@ -236,6 +306,8 @@ class _BatchRun:
     async def _watch_rate_limits(self, response: httpx2.Response) -> None:
         if response.status_code == 429:
             self.limiter.on_rate_limited(parse_retry_after(response.headers))
+        elif (pause := exhausted_budget_pause(response.headers)) is not None:
+            self.limiter.pause_for(pause)  # the server says its budget is spent until a reset
 
     # One request, start to finish ------------------------------------------------------------
 
@@ -250,7 +322,19 @@ class _BatchRun:
             state = self._replay(request, key)
             if isinstance(state, TeacherResult):
                 return state
-            return await self._converse(request, state)
+            earlier = journal.failures(key)
+            reason = skip_reason(earlier, self.settings.retry_failed, self.settings.retry_forced)
+            if reason is not None:
+                return failed_result(request, reason, None, 0, 0, 0)
+            result = await self._converse(request, state)
+            if not result.ok:
+                await journal.append_async(JournalRecord(
+                    key=key, kind="failure", stage=self.teacher.stage,
+                    request_id=request.request_id, time=time.time(), error=result.error,
+                ))
+                result.retryable = retryable_after([*earlier, result.error or ""],
+                                                   self.settings.retry_failed)
+            return result
         finally:
             claim.release()
 
@@ -326,30 +410,178 @@ class _BatchRun:
         """Get one raw answer for these messages, journaled before it is returned."""
         teacher = self.teacher
         key = teacher.key_for(messages, request)
+        await self.current_mode()
         floor = 0  # weakest mode this request has been refused in, plus one
         while True:
             try:
                 record = await self._create(request, messages, floor, key)
             except _Refused as refusal:
                 floor = RESPONSE_MODES.index(refusal.mode) + 1
-                if floor < len(RESPONSE_MODES):
-                    log.info(
-                        "%s refused response mode %s (%s); trying %s",
-                        teacher.endpoint,
-                        refusal.mode,
-                        refusal.detail,
-                        RESPONSE_MODES[floor],
-                    )
+                if floor < len(RESPONSE_MODES) and self.settings.response_format == "auto":
+                    log.info("%s refused response mode %s (%s); trying %s",
+                             teacher.shown_endpoint, refusal.mode, refusal.detail[:300],
+                             RESPONSE_MODES[floor])
+                    self._learn(RESPONSE_MODES[floor])
                     continue
-                raise await self._failed(request, key, "bad_request", refusal.detail) from None
+                detail = f"the server refused response mode {refusal.mode}: {refusal.detail}"
+                raise await self._failed(request, key, "format_refused", detail) from None
             except _CallFailed as failure:
                 raise await self._failed(request, key, failure.kind, failure.detail) from None
             self.tracker.paid(teacher.model, record.prompt_tokens, record.completion_tokens)
             self.limiter.on_success()
             return record
 
-    def _endpoint_mode(self) -> ResponseMode:
-        return _ENDPOINT_MODES.get(self.teacher.endpoint, "json_schema")
+    # The response mode ---------------------------------------------------------------------
+
+    def _cache_key(self) -> tuple[str, str]:
+        return (self.teacher.endpoint, self.teacher.model)
+
+    def _learn(self, mode: ResponseMode) -> None:
+        """Step down to `mode` (never up: a refusal seen is not forgotten within a run) and keep
+        it for other processes and later runs."""
+        if self.mode is not None and RESPONSE_MODES.index(mode) <= RESPONSE_MODES.index(self.mode):
+            return
+        self.mode = mode
+        _ENDPOINT_MODES[self._cache_key()] = mode
+        self.teacher.modes.put(self.teacher.endpoint, self.teacher.model, mode)
+
+    async def current_mode(self) -> ResponseMode:
+        """The mode requests start in: forced, else known (this process, then the work dir),
+        else probed now, once, before the first paid request."""
+        if self.settings.response_format != "auto":
+            return self.settings.response_format  # type: ignore[return-value]
+        if self.mode is not None:
+            return self.mode
+        async with self._mode_lock:
+            if self.mode is None:
+                known = _ENDPOINT_MODES.get(self._cache_key()) or self.teacher.modes.get(
+                    self.teacher.endpoint, self.teacher.model
+                )
+                if known in RESPONSE_MODES:
+                    self.mode = known
+                else:
+                    await self._probe_once()
+        assert self.mode is not None
+        return self.mode
+
+    async def _probe_once(self) -> None:
+        """Probe unless another process (holding the same claim) just did."""
+        teacher = self.teacher
+        store_key = ModeStore.key(teacher.endpoint, teacher.model)
+        claim = await teacher.journal.claim("probe-" + url_digest(store_key))
+        try:
+            known = teacher.modes.get(teacher.endpoint, teacher.model)
+            if known in RESPONSE_MODES:
+                self.mode = known
+                return
+            probed = await self._probe()
+            if probed is None:
+                self.mode = RESPONSE_MODES[0]  # unknown: refusals will teach us
+            else:
+                self._learn(probed)
+        finally:
+            claim.release()
+
+    async def _probe_call(
+        self, probe: TeacherRequest[Any], key: str, parameters: dict[str, Any],
+        extra: dict[str, Any], mode: ResponseMode,
+    ) -> JournalRecord:
+        """One probe request. Transient failures (429, 5xx, a dropped connection) are retried
+        here, briefly, and never a refusal: llama-cpp-python refuses with a 500, and the
+        client's own backoff would spend seconds on each."""
+        client = self.client.with_options(
+            max_retries=0,
+            timeout=httpx2.Timeout(min(self.settings.timeout, 60.0), connect=CONNECT_DEADLINE_S),
+        )
+        attempt = 0
+        while True:
+            started = time.monotonic()
+            wait: float | None = None
+            try:
+                completion = await client.chat.completions.create(
+                    model=self.teacher.model, messages=list(probe.messages),  # type: ignore[arg-type]
+                    **parameters, **extra,
+                )
+                return await self._journal_response(
+                    probe, key, completion, time.monotonic() - started, mode
+                )
+            except openai.APIStatusError as exc:
+                transient = (exc.status_code == 429 and exc.code != "insufficient_quota") or (
+                    exc.status_code >= 500)
+                if is_format_refusal(exc) or not transient or attempt >= self.settings.max_retries:
+                    raise
+                wait = parse_retry_after(exc.response.headers)
+            except openai.APITimeoutError:
+                raise
+            except openai.APIConnectionError:
+                if attempt >= self.settings.max_retries:
+                    raise
+            await asyncio.sleep(wait if wait is not None else min(4.0, 0.25 * 2**attempt))
+            attempt += 1
+
+    async def _probe(self) -> ResponseMode | None:
+        """One tiny request per mode, best first; the first mode that works. None when the probe
+        failed for another reason (the requests themselves then meet and report it)."""
+        teacher = self.teacher
+        parameters = dict(teacher.parameters)
+        if not is_reasoning_model(teacher.model):
+            parameters["max_tokens"] = min(PROBE_MAX_TOKENS, self.settings.max_output_tokens)
+        for mode in RESPONSE_MODES:
+            messages = messages_for_mode(
+                ({"role": "user", "content": PROBE_PROMPT},), mode, ProbeAnswer
+            )
+            format_parameter = response_format(mode, ProbeAnswer)
+            key = request_key(
+                model=teacher.model, messages=messages,
+                parameters={**parameters, "response_format": format_parameter},
+                answer_schema=answer_schema(ProbeAnswer), prompt_version=PROBE_PROMPT_VERSION,
+            )
+            probe: TeacherRequest[ProbeAnswer] = TeacherRequest(
+                request_id=f"probe:{mode}", kind="probe", messages=tuple(messages),
+                answer_model=ProbeAnswer, prompt_version=PROBE_PROMPT_VERSION,
+            )
+            extra = {"extra_body": {"response_format": format_parameter}} if format_parameter \
+                else {}
+            try:
+                record = await self._probe_call(probe, key, parameters, extra, mode)
+            except openai.APIStatusError as exc:
+                if is_format_refusal(exc):
+                    await self._failed(probe, key, "format_refused", str(exc))
+                    log.info("%s model %s refused response mode %s",
+                             teacher.shown_endpoint, teacher.model, mode)
+                    continue
+                await self._failed(probe, key, f"http_{exc.status_code}", str(exc))
+                if self.probe_problems_raise:
+                    body = str(exc.body) if exc.body is not None else exc.message
+                    raise status_problem(teacher.endpoint, teacher.model, exc.status_code, body) \
+                        or EndpointError(
+                            f"{teacher.shown_endpoint}: a minimal request for model "
+                            f"{teacher.model!r} failed with HTTP {exc.status_code} "
+                            f"({scrub(exc.message, teacher.endpoint)[:160]})") from None
+                return None
+            except (openai.APIError, _CallFailed) as exc:
+                await self._failed(probe, key, "probe_failed", str(exc))
+                if self.probe_problems_raise:
+                    if isinstance(exc, _CallFailed):  # a 200 that is not a chat completion
+                        raise EndpointError(f"{teacher.shown_endpoint}: {exc.detail}") from None
+                    cause = exc.__cause__ if isinstance(exc.__cause__, Exception) else exc
+                    if isinstance(exc, openai.APITimeoutError):
+                        cause = httpx2.ReadTimeout(str(exc))
+                    raise transport_problem(teacher.endpoint, cause) from None
+                return None
+            self.tracker.paid(teacher.model, record.prompt_tokens, record.completion_tokens)
+            try:
+                parse_answer(record.raw_text, record.finish_reason, ProbeAnswer)
+                valid = True
+            except AnswerProblem:
+                valid = False
+            if mode_is_confirmed(mode, valid):
+                log.info("%s model %s: response mode %s", teacher.shown_endpoint,
+                         teacher.model, mode)
+                return mode
+            log.info("%s model %s accepted response mode %s but did not enforce the schema",
+                     teacher.shown_endpoint, teacher.model, mode)
+        return RESPONSE_MODES[-1]
 
     async def _journal_response(
         self, request: TeacherRequest[Any], key: str, completion: Any, latency: float,
@@ -365,8 +597,6 @@ class _BatchRun:
                 f"the endpoint answered a {type(completion).__name__}, not a chat completion: "
                 f"{str(completion)[:200]!r}; is the base URL an OpenAI-compatible /v1 endpoint?",
             )
-        if RESPONSE_MODES.index(mode) > RESPONSE_MODES.index(self._endpoint_mode()):
-            _ENDPOINT_MODES[teacher.endpoint] = mode
         choice = completion.choices[0] if completion.choices else None
         usage = completion.usage
         record = JournalRecord(
@@ -394,14 +624,18 @@ class _BatchRun:
         The response mode is chosen once a slot is held, so requests queued behind the first
         refusal already use what the endpoint was found to accept.
         """
-        for round_number in range(RATE_LIMIT_ROUNDS + 1):
+        give_up_at = time.monotonic() + self.settings.deadline()
+        retries = rate_limited = 0
+        while True:
             if self.rpm is not None:
                 await self.rpm.take(1)
             if self.tpm is not None:
                 estimate = sum(len(m.get("content", "")) for m in messages) // 4
                 await self.tpm.take(estimate + self.settings.max_output_tokens)
+            wait: float | None = None
             async with self.limiter.slot():
-                mode = RESPONSE_MODES[max(floor, RESPONSE_MODES.index(self._endpoint_mode()))]
+                current = await self.current_mode()
+                mode = RESPONSE_MODES[max(floor, RESPONSE_MODES.index(current))]
                 parameters = dict(self.teacher.parameters)
                 format_parameter = response_format(mode, request.answer_model)
                 if format_parameter is not None:
@@ -410,8 +644,12 @@ class _BatchRun:
                     # measured ~8 % of a saturated 32-wide batch's CPU (bench/teacher.py).
                     parameters["extra_body"] = {"response_format": format_parameter}
                 started = time.monotonic()
+                self.tracker.call_started(request.request_id, started)
+                call_timeout = min(self.settings.timeout, max(0.1, give_up_at - started))
+                client = self.client if call_timeout == self.settings.timeout else (
+                    self.client.with_options(timeout=call_timeout))  # the deadline is near
                 try:
-                    completion = await self.client.chat.completions.create(
+                    completion = await client.chat.completions.create(
                         model=self.teacher.model,
                         messages=messages_for_mode(messages, mode, request.answer_model),
                         **parameters,  # type: ignore[arg-type]
@@ -421,24 +659,44 @@ class _BatchRun:
                 except openai.RateLimitError as exc:
                     if exc.code == "insufficient_quota":  # no amount of waiting will help
                         raise _CallFailed("quota_exhausted", str(exc)) from exc
-                    if round_number == RATE_LIMIT_ROUNDS:
+                    rate_limited += 1
+                    if rate_limited > self.settings.max_retries + RATE_LIMIT_ROUNDS:
                         raise _CallFailed("rate_limited", str(exc)) from exc
-                except openai.BadRequestError as exc:
-                    if _FORMAT_REFUSAL.search(str(exc)):
-                        raise _Refused(mode, str(exc)) from exc
-                    raise _CallFailed("bad_request", str(exc)) from exc
-                except openai.APITimeoutError as exc:
-                    detail = f"no answer within {self.settings.timeout}s"
-                    raise _CallFailed("timeout", detail) from exc
-                except openai.APIConnectionError as exc:
-                    raise _CallFailed("connection", str(exc)) from exc
+                    failure = _CallFailed("rate_limited", str(exc))
+                    wait = parse_retry_after(exc.response.headers)
                 except openai.APIStatusError as exc:
-                    kind = "server_error" if exc.status_code >= 500 else f"http_{exc.status_code}"
-                    raise _CallFailed(kind, str(exc)) from exc
+                    if is_format_refusal(exc):
+                        raise _Refused(mode, str(exc)) from exc
+                    if exc.status_code == 400:
+                        raise _CallFailed("bad_request", str(exc)) from exc
+                    if exc.status_code < 500 and exc.status_code not in (408, 409):
+                        raise _CallFailed(f"http_{exc.status_code}", str(exc)) from exc
+                    failure = _CallFailed("server_error", str(exc))
+                    wait = parse_retry_after(exc.response.headers)
+                    retries += 1
+                except openai.APITimeoutError:
+                    failure = _CallFailed("timeout", f"no answer within {call_timeout:.1f}s")
+                    retries += 1
+                except openai.APIConnectionError as exc:
+                    failure = _CallFailed("connection", str(exc))
+                    retries += 1
                 except openai.APIError as exc:  # anything else the client raises: one request
                     raise _CallFailed("api_error", str(exc)) from exc
-            await asyncio.sleep(min(30.0, 0.5 * 2**round_number) * random.uniform(0.5, 1.0))
-        raise AssertionError("unreachable")
+                finally:
+                    self.tracker.call_ended(request.request_id)
+            # Retried here, not inside the client, so the slot is free while we wait: a halved
+            # limit then really holds back the pool.
+            if retries > self.settings.max_retries:
+                raise failure
+            attempt = retries + rate_limited
+            exponential = min(30.0, 0.5 * 2 ** (attempt - 1)) * random.uniform(0.5, 1.0)
+            # A Retry-After is a floor: a short one repeated must not use up the rounds at once.
+            backoff = max(wait or 0.0, exponential) if failure.kind == "rate_limited" else (
+                wait if wait is not None else exponential)
+            if time.monotonic() + backoff >= give_up_at:
+                raise _CallFailed(failure.kind, f"{failure.detail} (gave up at the "
+                                  f"{self.settings.deadline():.0f}s request deadline)")
+            await asyncio.sleep(backoff)
 
     async def _failed(
         self, request: TeacherRequest[Any], key: str, kind: str, detail: str
@@ -450,6 +708,7 @@ class _BatchRun:
         secret = self.settings.api_key.get_secret_value() if self.settings.api_key else ""
         if secret:
             detail = detail.replace(secret, "[api key]")
+        detail = scrub(detail, self.teacher.endpoint)
         await self.teacher.journal.append_async(
             JournalRecord(
                 key=key,

@@ -5,6 +5,8 @@ things. Tokens and dollars count the calls paid for in this run; answers reused 
 (paid by an earlier run) are counted apart, as `reused_*`.
 """
 
+import time
+
 from tqdm.auto import tqdm
 
 from skillsft.pipeline.teacher.base import BatchStats, TeacherResult
@@ -33,9 +35,18 @@ class BatchTracker:
             self.stats.cost_usd = 0.0
             self.stats.reused_cost_usd = 0.0
         self._done = 0
+        self._in_flight: dict[str, float] = {}  # request id -> when its current call started
         self._bar = tqdm(
             total=total, desc=f"teacher {stage}", unit="req", disable=not show_progress
         )
+
+    def call_started(self, request_id: str, at: float) -> None:
+        """A call went out (the bar shows calls in flight and the age of the oldest)."""
+        self._in_flight[request_id] = at
+
+    def call_ended(self, request_id: str) -> None:
+        self._in_flight.pop(request_id, None)
+        self._bar.set_postfix(self.postfix(), refresh=False)
 
     def paid(self, model: str, prompt_tokens: int, completion_tokens: int) -> None:
         """Count one new (billable) call."""
@@ -61,6 +72,7 @@ class BatchTracker:
                 self.stats.reused_cost_usd += cost
         if not result.ok:
             self.stats.calls_failed += 1
+            self.stats.retryable_failures += int(result.retryable)
             kind = failure_kind(result.error or "unknown")
             self.stats.failures[kind] = self.stats.failures.get(kind, 0) + 1
         self._bar.update(1)
@@ -73,6 +85,9 @@ class BatchTracker:
             "failed": str(self.stats.calls_failed),
             "tokens": str(self.stats.prompt_tokens + self.stats.completion_tokens),
             "usd": "unknown" if cost is None else f"{cost:.4f}",
+            "in_flight": str(len(self._in_flight)),
+            "oldest": f"{time.monotonic() - min(self._in_flight.values()):.0f}s"
+            if self._in_flight else "-",
         }
 
     def close(self) -> BatchStats:

@@ -25,8 +25,15 @@ from typing import Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
+from skillsft.pipeline.teacher.endpoints import redact_url
+
 TeacherKind = Literal["openai", "offline"]
 TEACHER_CHOICES: tuple[str, ...] = get_args(TeacherKind)
+# `auto` negotiates (negotiation.py); any other value forces that mode, refusals included.
+ResponseFormatChoice = Literal["auto", "json_schema", "json_object_schema", "json_object", "text"]
+RESPONSE_FORMAT_CHOICES: tuple[str, ...] = (
+    "auto", "json_schema", "json_object_schema", "json_object", "text"
+)
 
 OPENAI_BASE_URL = "https://api.openai.com/v1"
 DEEPSEEK_BASE_URL = "https://api.deepseek.com"
@@ -59,7 +66,8 @@ class TeacherSettings(BaseModel):
     model: str | None = None  # one model for every stage (the --model flag)
     stage_models: dict[str, str] = Field(default_factory=dict)
     default_model: str = "gpt-4o-mini"
-    concurrency: int = Field(default=16, ge=1)
+    concurrency: int = Field(default=16, ge=1)  # requests in flight at the start
+    max_concurrency: int = Field(default=64, ge=1)  # how far the adaptive limit may grow
     timeout: float = Field(default=120.0, gt=0)
     max_retries: int = Field(default=4, ge=0)  # the openai client's own retries per call
     reask_limit: int = Field(default=2, ge=0)
@@ -67,6 +75,10 @@ class TeacherSettings(BaseModel):
     tpm: int | None = Field(default=None, ge=1)
     temperature: float = 0.3
     max_output_tokens: int = Field(default=4096, ge=1)
+    response_format: ResponseFormatChoice = "auto"
+    request_deadline: float | None = Field(default=None, gt=0)  # None: see deadline()
+    retry_failed: int = Field(default=2, ge=0)  # runs that retry a transient failure
+    retry_forced: bool = False  # --force of the stage: retry every earlier failure once more
     price_file: Path | None = None
     price_overrides: dict[str, tuple[float, float]] = Field(default_factory=dict)
     show_progress: bool = True
@@ -104,6 +116,16 @@ class TeacherSettings(BaseModel):
         values["stage_models"] = stage_models
         return cls.model_validate(values)
 
+    def concurrency_ceiling(self) -> int:
+        return max(self.concurrency, self.max_concurrency)
+
+    def deadline(self) -> float:
+        """How long one request may take, retries and waits included, before it is recorded
+        as failed: every attempt's timeout plus the backoffs between them, at most."""
+        if self.request_deadline is not None:
+            return self.request_deadline
+        return self.timeout * (self.max_retries + 1) + 30.0 * self.max_retries
+
     def model_for(self, stage: str) -> str:
         """The model a stage uses: --model, then the stage's variable, then the default."""
         return self.model or self.stage_models.get(stage) or self.default_model
@@ -121,12 +143,22 @@ def _uses_deepseek(env: Mapping[str, str], values: Mapping[str, object]) -> bool
     )
 
 
-def announce(settings: TeacherSettings, stage: str) -> str:
-    """One console line saying which teacher answers this stage (never the key)."""
+def announce(
+    settings: TeacherSettings, stage: str, models: Mapping[str, str] | None = None
+) -> str:
+    """One console line saying which teacher answers (never the key, nor credentials inside the
+    base URL). `models` (stage -> model) names the models of several stages at once; without it
+    the line names `stage`'s model."""
     if settings.teacher == "offline":
         why = "" if settings.api_key else " (no OPENAI_API_KEY / DEEPSEEK_API_KEY set)"
         return f"teacher for {stage}: offline, rule-based, no network{why}"
+    if models and len(set(models.values())) > 1:
+        named = "models " + ", ".join(f"{s} {m}" for s, m in models.items())
+    else:
+        named = f"model {next(iter(models.values())) if models else settings.model_for(stage)}"
     return (
-        f"teacher for {stage}: openai-compatible, model {settings.model_for(stage)} at "
-        f"{settings.endpoint()}, concurrency {settings.concurrency}"
+        f"teacher for {stage}: openai-compatible, {named} at {redact_url(settings.endpoint())}, "
+        f"concurrency {settings.concurrency} (up to {settings.concurrency_ceiling()} while the "
+        f"server keeps up), each request given up after "
+        f"{settings.deadline():.0f}s at most"
     )

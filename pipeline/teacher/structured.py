@@ -1,12 +1,24 @@
 """Getting a pydantic answer out of a chat completion, whatever the server supports.
 
-Three response modes, best first. `json_schema` sends the answer model's schema as
-`response_format`; `json_object` asks only for JSON; `text` asks nothing of the server. In the
-two weaker modes the schema travels in a system message instead, and in `text` mode the JSON is
-dug out of the reply (code fences, prose around it). Whatever the mode, the answer is validated
-with pydantic; a problem is described in words the model can act on, for the re-ask.
+Four response modes, best first:
+
+- `json_schema`: OpenAI's structured outputs, `{"type": "json_schema", "json_schema": {"name",
+  "strict": true, "schema"}}`; the schema is made strict-compatible (`strict_schema`).
+- `json_object_schema`: llama.cpp / llama-cpp-python's form, `{"type": "json_object",
+  "schema": {...}}`, which those servers turn into a decoding grammar.
+- `json_object`: only "some JSON"; the schema travels in a system message.
+- `text`: nothing asked of the server; the schema travels in a system message and the JSON is
+  dug out of the reply (code fences, prose around it).
+
+Whatever the mode, the answer is validated with pydantic; a problem is described in words the
+model can act on, for the re-ask.
+
+An answer model may describe, for one request, a tighter schema than pydantic's own by defining
+a classmethod `teacher_schema()` (distillation: one required property per asked step), so a
+grammar-constrained server cannot produce a wrong shape at all.
 """
 
+import copy
 import functools
 import json
 from collections.abc import Sequence
@@ -15,18 +27,79 @@ from typing import Any, Literal, TypeVar
 import orjson
 from pydantic import BaseModel, ValidationError
 
-ResponseMode = Literal["json_schema", "json_object", "text"]
-RESPONSE_MODES: tuple[ResponseMode, ...] = ("json_schema", "json_object", "text")
+ResponseMode = Literal["json_schema", "json_object_schema", "json_object", "text"]
+RESPONSE_MODES: tuple[ResponseMode, ...] = (
+    "json_schema", "json_object_schema", "json_object", "text"
+)
+# Modes in which the server itself enforces the schema; in the others it goes in the prompt.
+ENFORCING_MODES: frozenset[ResponseMode] = frozenset({"json_schema", "json_object_schema"})
 
 Messages = tuple[dict[str, str], ...]
 AnswerT = TypeVar("AnswerT", bound=BaseModel)
 
+# Annotations that only describe; dropped so the schema stays small and within strict mode.
+_DESCRIPTIVE = ("default", "title", "examples")
+# Checks OpenAI's strict mode does not accept (llama.cpp grammars do, so only the json_schema
+# mode goes without them); pydantic still checks them on every answer.
+_NOT_IN_OPENAI_STRICT = ("minLength", "maxLength")
+# Keys whose value maps names to schemas (not a schema itself).
+_SCHEMA_MAPS = ("properties", "$defs", "definitions")
+
 
 @functools.cache
 def answer_schema(answer_model: type[BaseModel]) -> dict[str, Any]:
-    """The model's JSON schema, built once per model class (pydantic rebuilds it on every call,
-    which at thousands of requests is a measurable share of a run's CPU). Read-only."""
-    return answer_model.model_json_schema()
+    """The schema sent to the teacher for this answer model, strict-compatible, built once per
+    model class (pydantic rebuilds it on every call, which at thousands of requests is a
+    measurable share of a run's CPU). Read-only."""
+    custom = getattr(answer_model, "teacher_schema", None)
+    schema = custom() if callable(custom) else answer_model.model_json_schema()
+    return strict_schema(schema)
+
+
+@functools.cache
+def openai_strict_schema(answer_model: type[BaseModel]) -> dict[str, Any]:
+    """`answer_schema` minus the keywords OpenAI's strict mode refuses."""
+    return _without(copy.deepcopy(answer_schema(answer_model)), _NOT_IN_OPENAI_STRICT)
+
+
+def strict_schema(schema: dict[str, Any]) -> dict[str, Any]:
+    """The schema as OpenAI's strict mode wants it: every object closed
+    (`additionalProperties: false`) with every property required, no `default`/`title`.
+
+    A property that was optional keeps accepting what it accepted (an optional field that is
+    nullable stays nullable); the model is merely asked to always write it, which the pydantic
+    model accepts too."""
+    return _strict(_without(copy.deepcopy(schema), _DESCRIPTIVE))
+
+
+def _children(node: dict[str, Any]) -> list[Any]:
+    """The sub-schemas of a schema node."""
+    found: list[Any] = []
+    for key, value in node.items():
+        if key in _SCHEMA_MAPS and isinstance(value, dict):
+            found.extend(value.values())
+        elif isinstance(value, dict):
+            found.append(value)
+        elif isinstance(value, list):
+            found.extend(item for item in value if isinstance(item, dict))
+    return found
+
+
+def _without(node: dict[str, Any], keywords: Sequence[str]) -> dict[str, Any]:
+    for keyword in keywords:
+        node.pop(keyword, None)
+    for child in _children(node):
+        _without(child, keywords)
+    return node
+
+
+def _strict(node: dict[str, Any]) -> dict[str, Any]:
+    if node.get("type") == "object" or "properties" in node:
+        node["additionalProperties"] = False
+        node["required"] = list(node.get("properties", {}))
+    for child in _children(node):
+        _strict(child)
+    return node
 
 
 def response_format(mode: ResponseMode, answer_model: type[BaseModel]) -> dict[str, Any] | None:
@@ -34,8 +107,14 @@ def response_format(mode: ResponseMode, answer_model: type[BaseModel]) -> dict[s
     if mode == "json_schema":
         return {
             "type": "json_schema",
-            "json_schema": {"name": answer_model.__name__, "schema": answer_schema(answer_model)},
+            "json_schema": {
+                "name": answer_model.__name__,
+                "strict": True,
+                "schema": openai_strict_schema(answer_model),
+            },
         }
+    if mode == "json_object_schema":
+        return {"type": "json_object", "schema": answer_schema(answer_model)}
     if mode == "json_object":
         return {"type": "json_object"}
     return None
@@ -45,7 +124,7 @@ def messages_for_mode(
     messages: Sequence[dict[str, str]], mode: ResponseMode, answer_model: type[BaseModel]
 ) -> list[dict[str, str]]:
     """Add the schema as an instruction when the server will not enforce it itself."""
-    if mode == "json_schema":
+    if mode in ENFORCING_MODES:
         return list(messages)
     schema = json.dumps(answer_schema(answer_model), separators=(",", ":"))
     instruction = {

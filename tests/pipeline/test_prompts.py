@@ -36,6 +36,7 @@ from skillsft.pipeline.teacher.offline import OfflineTeacher
 from skillsft.pipeline.teacher.openai_teacher import OpenAITeacher
 from skillsft.pipeline.teacher.settings import TeacherSettings
 from tests.support.fixtures import TEST_API_KEY
+from tests.support.openai_server import is_probe
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "rollouts"
 GOLDEN = Path(__file__).resolve().parents[1] / "golden"
@@ -133,7 +134,7 @@ def test_each_environment_memory_prompt_reaches_the_server_with_its_own_rules(
     for env in sorted(ENVS):
         request = build_memory_request(_first_context(env, "Success"), MemoryOptions())
         OpenAITeacher(settings, tmp_path / env, "memory").run_batch([request], stage="memories")
-    bodies = openai_server.stats.bodies
+    bodies = [body for body in openai_server.stats.bodies if not is_probe(body)]
     assert len(bodies) == 3
     received = {}
     for body in bodies:

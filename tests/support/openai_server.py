@@ -33,9 +33,19 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from skillsft.pipeline.teacher.negotiation import PROBE_PROMPT
 from tests.support.batch_endpoint import BatchEndpoint
 
 Responder = Callable[[dict[str, Any]], str]
+
+
+class ServerFault(Exception):  # noqa: N818 - what a responder raises, not an error of ours
+    """Raised by a responder: the server answers this HTTP status instead."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
 
 FAULTS = ("rate_limit", "server_error", "malformed", "truncated", "hang", "drop")
 
@@ -52,7 +62,9 @@ class ServerConfig:
     retry_after: float = 0.05  # seconds, sent in the Retry-After header
     hang_seconds: float = 5.0
     refuse_json_schema: bool = False  # 400 for response_format json_schema
-    refuse_json_object: bool = False  # 400 for response_format json_object
+    refuse_json_object: bool = False  # 400 for response_format json_object (any form)
+    refuse_json_object_schema: bool = False  # refuse json_object only when it carries a schema
+    refusal_status: int = 400  # llama-cpp-python refuses an unknown format type with a 500
     seed: int = 0
     responder: Responder | None = None
     # The Batch API (batch_endpoint.py): polls until a batch finishes, how many of the first
@@ -60,6 +72,10 @@ class ServerConfig:
     batch_polls: int = 2
     expire_batches: int = 0
     on_batch_created: Callable[[str], None] | None = None
+    models: tuple[str, ...] = ()  # listed by GET /v1/models; empty: no such route (404)
+    max_in_flight: int = 0  # >0: a 429 (with Retry-After) for a request above this many
+    rate_limit_first: int = 0  # a 429 (with Retry-After) for the first N stage requests
+    budget_spent_first: int = 0  # the first N answers say x-ratelimit-remaining-requests: 0
 
     def probabilities(self) -> tuple[float, ...]:
         return (
@@ -84,6 +100,13 @@ class ServerStats:
     authorization_seen: set[str] = field(default_factory=set)
     embedded_texts: list[str] = field(default_factory=list)  # every text sent to /embeddings
     batch_items: int = 0  # batch lines answered (each one paid like a live request)
+    probes: int = 0  # response-mode probes (negotiation.PROBE_PROMPT), also in the counts above
+    arrivals: list[tuple[float, int]] = field(default_factory=list)  # (monotonic s, status)
+
+    @property
+    def stage_requests(self) -> int:
+        """Requests of the pipeline's stages: everything but the response-mode probes."""
+        return self.total - self.probes
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -95,6 +118,7 @@ class ServerStats:
             "paid": sum(self.paid_by_prompt.values()),
             "faults": dict(self.faults),
             "batch_items": self.batch_items,
+            "probes": self.probes,
         }
 
 
@@ -153,10 +177,45 @@ def example_from_schema(schema: dict[str, Any], root: dict[str, Any] | None = No
     return "example" + "x" * max(0, schema.get("minLength", 0) - 7)
 
 
+def is_probe(body: dict[str, Any]) -> bool:
+    """A response-mode probe of the teacher (negotiation.py), not a stage request."""
+    return any(m.get("content") == PROBE_PROMPT for m in body.get("messages", []))
+
+
+def strict_mode_problem(schema: Any, where: str = "schema") -> str | None:
+    """What OpenAI's strict mode would reject in a schema: an object that is not closed or
+    does not require every property, or a keyword it does not take."""
+    if isinstance(schema, list):
+        for index, item in enumerate(schema):
+            if problem := strict_mode_problem(item, f"{where}[{index}]"):
+                return problem
+        return None
+    if not isinstance(schema, dict):
+        return None
+    for keyword in ("minLength", "maxLength", "default"):
+        if keyword in schema:
+            return f"{where}: '{keyword}' is not permitted in strict mode"
+    if schema.get("type") == "object" or "properties" in schema:
+        if schema.get("additionalProperties") is not False:
+            return f"{where}: 'additionalProperties' is required to be supplied and to be false"
+        if sorted(schema.get("required", [])) != sorted(schema.get("properties", {})):
+            return f"{where}: 'required' is required to include every key in 'properties'"
+    for key, value in schema.items():
+        children = value.values() if key in ("properties", "$defs") else [value]
+        for child in children:
+            if isinstance(child, dict | list) and (
+                problem := strict_mode_problem(child, f"{where}.{key}")
+            ):
+                return problem
+    return None
+
+
 def schema_of_request(body: dict[str, Any]) -> dict[str, Any] | None:
     response_format = body.get("response_format") or {}
     if response_format.get("type") == "json_schema":
         return response_format["json_schema"]["schema"]
+    if response_format.get("type") == "json_object" and "schema" in response_format:
+        return response_format["schema"]
     decoder = json.JSONDecoder()
     for message in body.get("messages", []):
         content = str(message.get("content", ""))
@@ -252,9 +311,14 @@ class _Handler(BaseHTTPRequestHandler):
         return True
 
     def do_GET(self) -> None:
+        self.path = self.path.split("?", 1)[0]  # a credential in the query is not a route
         if self._batch_route("GET"):
             return
-        if self.path.rstrip("/").endswith("/stats"):
+        models = self.server.owner.config.models
+        if self.path.rstrip("/").endswith("/models") and models:
+            self._send_json(200, {"object": "list", "data": [
+                {"id": name, "object": "model", "owned_by": "test"} for name in models]})
+        elif self.path.rstrip("/").endswith("/stats"):
             with self.server.owner.lock:
                 payload = self.server.owner.stats.as_json()
             self._send_json(200, payload)
@@ -262,6 +326,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_json(404, {"error": {"message": "not found"}})
 
     def do_POST(self) -> None:
+        self.path = self.path.split("?", 1)[0]
         length = int(self.headers.get("Content-Length", 0))
         raw = self.rfile.read(length)
         if self._batch_route("POST", raw):
@@ -287,6 +352,7 @@ class _Handler(BaseHTTPRequestHandler):
             stats.in_flight += 1
             stats.peak_in_flight = max(stats.peak_in_flight, stats.in_flight)
             stats.bodies.append(body)
+            stats.probes += is_probe(body)
             stats.authorization_seen.add(self.headers.get("Authorization", ""))
         try:
             self._answer(owner, body, content_hash, attempt)
@@ -314,14 +380,28 @@ class _Handler(BaseHTTPRequestHandler):
         self, owner: "FakeOpenAIServer", body: dict[str, Any], content_hash: str, attempt: int
     ) -> None:
         config = owner.config
-        format_type = (body.get("response_format") or {}).get("type")
-        if (format_type == "json_schema" and config.refuse_json_schema) or (
-            format_type == "json_object" and config.refuse_json_object
+        requested = body.get("response_format") or {}
+        format_type = requested.get("type")
+        if format_type == "json_object" and "schema" in requested:
+            format_type = "json_object_schema"
+        if format_type == "json_schema" and requested["json_schema"].get("strict"):
+            problem = strict_mode_problem(requested["json_schema"]["schema"])
+            if problem:
+                owner.count_fault("invalid_strict_schema")
+                self._send_json(400, {"error": {
+                    "message": f"Invalid schema for response_format: {problem}",
+                    "type": "invalid_request_error", "param": "response_format"}})
+                return
+        if (
+            (format_type == "json_schema" and config.refuse_json_schema)
+            or (format_type.startswith("json_object") if format_type else False)
+            and config.refuse_json_object
+            or (format_type == "json_object_schema" and config.refuse_json_object_schema)
         ):
             owner.count_fault(f"refused_{format_type}")
             message = f"response_format type {format_type!r} is not supported by this model"
             self._send_json(
-                400,
+                config.refusal_status,
                 {
                     "error": {
                         "message": message,
@@ -330,6 +410,18 @@ class _Handler(BaseHTTPRequestHandler):
                         "code": None,
                     }
                 },
+            )
+            return
+        with owner.lock:
+            crowded = bool(config.max_in_flight) and owner.stats.in_flight > config.max_in_flight
+            early = not is_probe(body) and (
+                sum(1 for _, status in owner.stats.arrivals) < config.rate_limit_first)
+            owner.stats.arrivals.append((time.monotonic(), 429 if crowded or early else 200))
+        if crowded or early:
+            owner.count_fault("over_capacity" if crowded else "rate_limit_first")
+            self._send_json(
+                429, {"error": {"message": "Rate limit reached", "type": "rate_limit_exceeded"}},
+                headers={"Retry-After": str(config.retry_after)},
             )
             return
         fault = fault_for(config, content_hash, attempt)
@@ -354,9 +446,18 @@ class _Handler(BaseHTTPRequestHandler):
             with contextlib.suppress(OSError):
                 self.connection.shutdown(socket.SHUT_RDWR)
             return
+        try:
+            answer = chat_completion(config, body, content_hash, attempt, fault)
+        except ServerFault as refusal:
+            self._send_json(refusal.status, {"error": {"message": refusal.message,
+                                                       "type": "server_error"}})
+            return
         with owner.lock:
             owner.stats.paid_by_prompt[content_hash] += 1
-        self._send_json(200, chat_completion(config, body, content_hash, attempt, fault))
+            spent = sum(owner.stats.paid_by_prompt.values()) <= config.budget_spent_first
+        budget = {"x-ratelimit-remaining-requests": "0", "x-ratelimit-reset-requests": "1s",
+                  "x-ratelimit-remaining-tokens": "90000", "x-ratelimit-reset-tokens": "6m0s"}
+        self._send_json(200, answer, headers=budget if spent else None)
 
     def _send_json(
         self, status: int, payload: dict[str, Any], headers: dict[str, str] | None = None
@@ -460,6 +561,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--refuse-json-schema", action="store_true")
     parser.add_argument("--batch-polls", type=int, default=2)
     parser.add_argument("--expire-batches", type=int, default=0)
+    parser.add_argument("--max-in-flight", type=int, default=0,
+                        help="answer 429 to a request above this many in flight (0: no cap)")
     args = parser.parse_args(argv)
     config = ServerConfig(
         latency=args.latency,
@@ -468,6 +571,7 @@ def main(argv: list[str] | None = None) -> None:
         refuse_json_schema=args.refuse_json_schema,
         batch_polls=args.batch_polls,
         expire_batches=args.expire_batches,
+        max_in_flight=args.max_in_flight,
         seed=args.seed,
         **{f"p_{fault}": getattr(args, f"p_{fault}") for fault in FAULTS},
     )

@@ -48,6 +48,7 @@ def main() -> None:
         base_url=args.base_url,
         model="gpt-4o-mini",
         concurrency=args.concurrency,
+        max_concurrency=args.concurrency,  # a hard cap: the kill -9 tests count what was in flight
         timeout=5.0,
         show_progress=False,
     )

@@ -12,7 +12,9 @@ import pytest
 
 from skillsft.tasks.targets import iter_manifests, manifest_path_for
 from tests.support.fixtures import TEST_API_KEY
+from tests.support.openai_server import ServerFault
 from tests.support.stage_responder import stage_responder
+from tests.tasks.conftest import manifest_times
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -53,7 +55,7 @@ def test_faults_lose_nothing_and_change_nothing(tmp_path: Path, server_factory, 
     finish(skillsft(env, reference, clean.base_url))
 
     faulty = server_factory(responder=stage_responder, p_server_error=0.2, p_rate_limit=0.1,
-                            p_malformed=0.05, retry_after=0.01, seed=7)
+                            p_malformed=0.05, retry_after=0.01, seed=11)
     work = tmp_path / "faulty"
     output = finish(skillsft(env, work, faulty.base_url))
     faults = faulty.stats.faults
@@ -86,7 +88,8 @@ def test_kill_during_distillation_then_rerun(tmp_path: Path, server_factory) -> 
 
     server = server_factory(responder=stage_responder, latency=0.4)
     work = tmp_path / "killed"
-    process = skillsft("alfworld", work, server.base_url, "--concurrency", str(concurrency))
+    process = skillsft("alfworld", work, server.base_url, "--concurrency", str(concurrency),
+                       "--max-concurrency", str(concurrency))
     bank_manifest = manifest_path_for(work / "skill_bank.json")
     deadline = time.monotonic() + 300
     while not bank_manifest.exists():
@@ -101,7 +104,8 @@ def test_kill_during_distillation_then_rerun(tmp_path: Path, server_factory) -> 
     process.wait()
     assert not (work / "alfworld_sft_data.json").exists()
 
-    finish(skillsft("alfworld", work, server.base_url, "--concurrency", str(concurrency)))
+    finish(skillsft("alfworld", work, server.base_url, "--concurrency", str(concurrency),
+                    "--max-concurrency", str(concurrency)))
     assert corpus(work, "alfworld") == corpus(reference, "alfworld")
     paid_twice = [h for h, n in server.stats.paid_by_prompt.items() if n > 1]
     assert len(paid_twice) <= concurrency, f"{len(paid_twice)} requests paid twice"
@@ -119,7 +123,7 @@ def test_failed_teacher_requests_are_retried_by_the_next_run(tmp_path: Path, ser
     def flaky(body):
         text = str(body.get("messages"))
         if outage["on"] and "step_index in" in text and broken_goal in text:
-            return "this is not JSON"
+            raise ServerFault(503, "the GPU node is down")  # transient: the next run retries
         return stage_responder(body)
 
     server = server_factory(responder=flaky)
@@ -135,6 +139,13 @@ def test_failed_teacher_requests_are_retried_by_the_next_run(tmp_path: Path, ser
     assert "retrying them" in output
     assert corpus(work, "alfworld") == corpus(reference, "alfworld")
     assert sum(server.stats.paid_by_prompt.values()) - paid_before == 3  # only the failed ones
+
+    # nothing failed any more: a third run recomputes nothing and calls nothing
+    written = manifest_times(work)
+    calls = server.stats.total
+    output = finish(skillsft("alfworld", work, server.base_url, "--max-failure-rate", "0.5"))
+    assert "retrying" not in output and server.stats.total == calls
+    assert manifest_times(work) == written
 
 
 def test_too_many_failed_distillations_fail_the_run(tmp_path: Path, server_factory) -> None:

@@ -57,7 +57,7 @@ def test_estimate_counts_the_requests_the_run_then_sends(tmp_path: Path, server_
     for stage in TEACHER_STAGES:
         assert before[stage]["to_send"] == paid[stage]["calls_new"] > 0, stage
         assert before[stage]["in_journal"] == 0
-    assert before["total"]["to_send"] == server.stats.total
+    assert before["total"]["to_send"] == server.stats.stage_requests
     # memory prompts depend on the rollouts only: their tokens are rendered exactly
     assert abs(before["memories"]["input_tokens"] / paid["memories"]["prompt_tokens"] - 1) < 0.10
     assert float(before["total"]["usd_batch"]) * 2 == float(before["total"]["usd_live"]) or (
@@ -73,10 +73,10 @@ def test_estimate_counts_the_requests_the_run_then_sends(tmp_path: Path, server_
     # from the journaled skill bank, so their tokens match what the server then bills
     changed = estimate("alfworld", work, server.base_url, "--distill-model", "gpt-4.1-mini")
     assert changed["memories"]["to_send"] == changed["aggregate"]["to_send"] == 0
-    calls_before = server.stats.total
+    calls_before = server.stats.stage_requests
     finish(skillsft("alfworld", work, server.base_url, "--distill-model", "gpt-4.1-mini"))
     distill = usage(work)["distill"]
-    sent = server.stats.total - calls_before
+    sent = server.stats.stage_requests - calls_before
     assert changed["distill"]["to_send"] == distill["calls_new"] == sent
     assert abs(changed["distill"]["input_tokens"] / distill["prompt_tokens"] - 1) < 0.10
     assert changed["distill"]["model"] == "gpt-4.1-mini"
@@ -116,7 +116,7 @@ def test_max_cost_stops_before_a_stage_and_during_one(tmp_path: Path, server_fac
                        "--work-dir", str(work), "--prices", str(prices),
                        "--max-cost", f"{memories_usd / 2:.0f}")
     assert done.returncode == 1 and "would pass --max-cost" in done.stderr, done.stderr
-    assert server.stats.total == 0
+    assert server.stats.stage_requests == 0
 
     # a budget the estimate fits but the spend reaches: every first memory answer is invalid,
     # so each re-ask doubles what the estimate (which counts no re-asks) foresaw; with
@@ -136,7 +136,7 @@ def test_max_cost_stops_before_a_stage_and_during_one(tmp_path: Path, server_fac
     assert done.returncode == 1 and "stopped at" in done.stderr, done.stderr
     assert "after 4 of 5 requests" in done.stderr
     assert not (work / "generated_memories.json").exists()
-    assert flaky.stats.total == 8  # 4 first asks + 4 re-asks, then the budget stopped it
+    assert flaky.stats.stage_requests == 8  # 4 first asks + 4 re-asks, then the budget stopped it
 
     done = run_command("run", "alfworld", *flags)  # no budget: finishes, pays nothing twice
     assert done.returncode == 0, done.stderr

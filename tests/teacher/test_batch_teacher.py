@@ -27,7 +27,10 @@ from tests.support.teacher_run import toy_requests
 
 def settings_for(server: FakeOpenAIServer, **overrides: Any) -> TeacherSettings:
     explicit: dict[str, Any] = {"api_key": TEST_API_KEY, "base_url": server.base_url,
-                                "model": "gpt-4o-mini", "timeout": 5.0, "show_progress": False}
+                                "model": "gpt-4o-mini", "timeout": 5.0, "show_progress": False,
+                                # batch items are always asked in json_schema mode: so are
+                                # the live requests they are compared with
+                                "response_format": "json_schema"}
     return TeacherSettings.resolve({}, **{**explicit, **overrides})
 
 

@@ -136,8 +136,9 @@ def test_kill_9_half_way_then_rerun_pays_only_for_what_was_in_flight(tmp_path):
     assert outcome["ok"] == count and outcome["failed"] == 0
     paid_twice = sum(1 for n in stats["paid_by_prompt"].values() if n > 1)
     assert paid_twice <= concurrency  # only requests in flight at the kill were paid again
-    assert stats["paid"] <= count + concurrency
-    assert len(stats["paid_by_prompt"]) == count
+    assert stats["paid"] <= count + concurrency + stats["probes"]
+    assert stats["probes"] == 1  # the rerun read the learned response mode from the work dir
+    assert len(stats["paid_by_prompt"]) == count + 1
 
 
 def test_two_processes_running_the_same_batch_pay_once_per_request(tmp_path):
@@ -155,5 +156,7 @@ def test_two_processes_running_the_same_batch_pay_once_per_request(tmp_path):
         server.kill()
         server.wait()
     assert all(outcome["ok"] == count for outcome in outcomes)
-    assert stats["paid"] == count  # each request called by exactly one of the two processes
-    assert sum(outcome["calls_new"] for outcome in outcomes) == count
+    # each request called by exactly one of the two processes; one response-mode probe in all
+    assert stats["probes"] == 1
+    assert stats["paid"] == count + 1
+    assert sum(outcome["calls_new"] for outcome in outcomes) == count + 1

@@ -7,12 +7,12 @@ from skillsft.pipeline.teacher import openai_teacher
 from skillsft.pipeline.teacher.openai_teacher import OpenAITeacher, is_reasoning_model
 from skillsft.pipeline.teacher.settings import TeacherSettings
 from tests.support.fixtures import TEST_API_KEY, ToyAnswer
-from tests.support.openai_server import FakeOpenAIServer
+from tests.support.openai_server import FakeOpenAIServer, is_probe
 from tests.support.teacher_run import toy_requests
 
 
 def make_teacher(server: FakeOpenAIServer, work_dir: Path, **overrides: Any) -> OpenAITeacher:
-    openai_teacher._ENDPOINT_MODES.pop(server.base_url, None)
+    openai_teacher._ENDPOINT_MODES.clear()  # as in a new process: only the work dir remembers
     explicit: dict[str, Any] = {
         "api_key": TEST_API_KEY,
         "base_url": server.base_url,
@@ -85,7 +85,7 @@ def test_changed_prompt_version_recalls_exactly_the_affected_requests(openai_ser
 
 def test_inflight_peak_never_exceeds_concurrency(server_factory, tmp_path):
     server = server_factory(latency=0.05, p_rate_limit=0.1, p_server_error=0.1)
-    teacher = make_teacher(server, tmp_path, concurrency=5)
+    teacher = make_teacher(server, tmp_path, concurrency=5, max_concurrency=5)
 
     results, _ = teacher.run_batch(toy_requests(80), stage="toy")
 
@@ -95,28 +95,6 @@ def test_inflight_peak_never_exceeds_concurrency(server_factory, tmp_path):
     assert len(results) == 80
 
 
-def test_falls_back_to_json_object_when_json_schema_is_refused(server_factory, tmp_path):
-    server = server_factory(refuse_json_schema=True)
-    teacher = make_teacher(server, tmp_path, concurrency=1)
-
-    results, _ = teacher.run_batch(toy_requests(5), stage="toy")
-
-    assert all(r.ok for r in results)
-    formats = [(body.get("response_format") or {}).get("type") for body in server.stats.bodies]
-    # one refusal, then the endpoint is remembered: json_object from then on
-    assert formats == ["json_schema", "json_object", *["json_object"] * 4]
-    assert openai_teacher._ENDPOINT_MODES[server.base_url] == "json_object"
-
-
-def test_falls_back_to_plain_text_when_both_json_modes_are_refused(server_factory, tmp_path):
-    server = server_factory(refuse_json_schema=True, refuse_json_object=True)
-    results, _ = make_teacher(server, tmp_path, concurrency=1).run_batch(
-        toy_requests(2), stage="toy"
-    )
-    assert all(r.ok for r in results)
-    assert "response_format" not in server.stats.bodies[-1]
-
-
 def test_reasoning_models_get_no_temperature_and_max_completion_tokens(openai_server, tmp_path):
     assert is_reasoning_model("o3-mini") and is_reasoning_model("deepseek-reasoner")
     assert not is_reasoning_model("gpt-4o") and not is_reasoning_model("omni-moderation")
@@ -124,7 +102,7 @@ def test_reasoning_models_get_no_temperature_and_max_completion_tokens(openai_se
     make_teacher(openai_server, tmp_path / "b", model="gpt-4.1").run_batch(
         toy_requests(1), stage="toy"
     )
-    reasoning, chat = openai_server.stats.bodies
+    reasoning, chat = [body for body in openai_server.stats.bodies if not is_probe(body)]
     assert "temperature" not in reasoning and "max_tokens" not in reasoning
     assert reasoning["max_completion_tokens"] == 4096
     assert chat["temperature"] == 0.3 and chat["max_tokens"] == 4096
@@ -138,7 +116,7 @@ def test_invalid_answers_are_reasked_with_the_reason_then_recorded(server_factor
 
     assert not result.ok and result.error.startswith("schema:")
     assert result.raw_text == '{"summary": "", "steps": []}'
-    assert result.attempts == 3 and server.stats.total == 3
+    assert result.attempts == 3 and server.stats.total - server.stats.probes == 3
     last_user_message = server.stats.bodies[-1]["messages"][-1]["content"]
     assert "summary" in last_user_message and "score" in last_user_message
     assert stats.failures == {"schema": 1}

@@ -1,0 +1,52 @@
+"""Pre-flight checks of the teacher endpoint, before Luigi runs any stage.
+
+For each model a stage that is about to run will ask (once per model): the endpoint answers,
+accepts the key, serves the model (preflight.check_endpoint), and the response mode it accepts
+is settled (one tiny probe, journaled and kept in the work dir, skipped when already known).
+`skillsft check <env>` runs only this; `run` and the single-stage commands run it first.
+"""
+
+from collections.abc import Iterable
+from pathlib import Path
+
+import luigi
+
+from skillsft.pipeline.teacher.openai_teacher import OpenAITeacher
+from skillsft.pipeline.teacher.preflight import check_endpoint
+from skillsft.tasks.teacher import teacher_settings
+
+# Stage name -> (the teacher's stage name, the task parameter holding its model).
+TEACHER_STAGES: dict[str, tuple[str, str]] = {
+    "memories": ("memory", "memory_model"),
+    "aggregate": ("aggregate", "aggregate_model"),
+    "distill": ("distill", "distill_model"),
+}
+
+
+def check_teacher(tasks: Iterable[luigi.Task]) -> list[str]:
+    """Check every (endpoint, model) these tasks' teacher stages use; one line per model.
+    Raises preflight.EndpointError (a ConfigError) with a one-line message on the first
+    problem."""
+    lines: list[str] = []
+    seen: set[tuple[str, str]] = set()
+    for task in tasks:
+        stage = TEACHER_STAGES.get(getattr(task, "stage", ""))
+        if stage is None or getattr(task, "teacher", "offline") != "openai":
+            continue
+        teacher_stage, model_param = stage
+        # The live teacher, whatever layers (--batch, --max-cost) the stage adds around it:
+        # they all talk to this endpoint and model.
+        teacher = OpenAITeacher(teacher_settings(task, getattr(task, model_param)),
+                                Path(task.work_dir) / "journal", teacher_stage)
+        if (teacher.endpoint, teacher.model) in seen:
+            continue
+        seen.add((teacher.endpoint, teacher.model))
+        key = teacher.settings.api_key
+        found = check_endpoint(teacher.endpoint, key.get_secret_value() if key else "",
+                               teacher.model)
+        batched = task.stage_name() in getattr(task, "batch_stages", ())
+        # Batch items are always asked in json_schema mode; probing would be a live request.
+        mode = "json_schema (batch)" if batched else teacher.negotiate()
+        listed = "listed" if found.listed else "no /models route"
+        lines.append(f"{found.url} model {teacher.model}: {listed}, response mode {mode}")
+    return lines
