@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+from skillsft.pipeline.teacher.journal import Journal
 from skillsft.tasks.targets import manifest_path_for
 from tests.support.openai_server import FakeOpenAIServer, ServerConfig
 from tests.support.stage_responder import stage_responder
@@ -186,3 +187,32 @@ def test_the_kill_points_are_seeded_and_reach_every_stage() -> None:
     assert kill_points(SEED + 1) != kill_points()
     assert {point.stage for point in kill_points()} == set(STAGES)
     assert len(kill_points()) >= 10
+
+
+def test_kill_9_with_lease_claims_then_rerun(
+        tmp_path: Path, reference: Reference, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same crash with the claims cluster file systems use (forced: this disk has flock):
+    the dead run's leases are taken over at once (same host, pid gone) by the re-run."""
+    monkeypatch.setenv("SKILLSFT_JOURNAL_CLAIMS", "lease")
+    point = next(point for point in kill_points() if point.stage == "distill")
+    server = start_server()
+    work = tmp_path / "w"
+    try:
+        process = skillsft(ENV, work, server.base_url, "--concurrency", str(CONCURRENCY))
+        reach(process, work, point, reference)
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+        assert stage_running(work) == "distill"
+        claims = work / "journal" / "teacher_distill.jsonl.claims"
+        assert list(claims.glob("*.lease"))  # the dead run's leases, left behind by kill -9
+        finish(skillsft(ENV, work, server.base_url, "--concurrency", str(CONCURRENCY)))
+        paid = server.stats.paid_by_prompt
+    finally:
+        server.stop()
+    assert corpus(work, ENV) == reference.corpus
+    assert sum(count - 1 for count in paid.values()) <= CONCURRENCY
+    # A lease can outlive kill -9 only where its answer was journaled before the kill: nobody
+    # needs that claim again (such files are harmless and documented as such).
+    journal = Journal(work / "journal" / "teacher_distill.jsonl")
+    left = [path.name.removesuffix(".lease") for path in claims.glob("*.lease")]
+    assert all(journal.latest_response(key) is not None for key in left), left
