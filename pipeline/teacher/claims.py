@@ -104,12 +104,13 @@ class FlockClaims:
 
     @contextlib.contextmanager
     def exclusive(self, name: str) -> Iterator[None]:
-        while (claim := self.try_claim(name)) is None:
-            time.sleep(0.001)
+        """A blocking lock on a file that is never unlinked (so no inode race to close)."""
+        fd = os.open(self.folder / f"{name}.lock", os.O_CREAT | os.O_RDWR, 0o644)
         try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
             yield
         finally:
-            claim.release()
+            os.close(fd)  # closing drops the lock
 
 
 # lease ----------------------------------------------------------------------------------------

@@ -34,6 +34,7 @@ import asyncio
 import hashlib
 import logging
 import os
+import threading
 import time
 import uuid
 from collections.abc import Mapping, Sequence
@@ -104,6 +105,7 @@ class Journal:
         self._offset = 0  # everything before this byte has been indexed
         self._line_number = 0
         self._index: dict[str, tuple[int, int]] = {}  # key -> (offset, length) of newest response
+        self._index_lock = threading.Lock()
         self.skipped_lines = 0
         self._pending: list[tuple[JournalRecord, asyncio.Future[None]]] = []
         self._flushing = False
@@ -163,9 +165,10 @@ class Journal:
             return None
 
     def _note(self, key: str, offset: int, length: int) -> None:
-        known = self._index.get(key)
-        if known is None or known[0] < offset:
-            self._index[key] = (offset, length)
+        with self._index_lock:  # appends index from a worker thread while refresh may run
+            known = self._index.get(key)
+            if known is None or known[0] < offset:
+                self._index[key] = (offset, length)
 
     def latest_response(self, key: str) -> JournalRecord | None:
         """The newest raw response for a key, read from disk; errors are never returned."""
