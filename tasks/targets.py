@@ -14,8 +14,6 @@ recomputation, never a stale file taken for fresh.
 """
 
 import contextlib
-import os
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,38 +21,12 @@ from typing import Any
 import luigi
 import orjson
 
+# The durable writes live in pipeline/ (the journal needs them too); re-exported for the tasks.
+from skillsft.pipeline.durable import fsync_folder, write_bytes_atomically  # noqa: F401
+
 
 def manifest_path_for(output: Path) -> Path:
     return output.parent / ".skillsft" / f"{output.name}.manifest.json"
-
-
-def write_bytes_atomically(path: Path, data: bytes) -> None:
-    """Write a temporary file beside the target, fsync it, rename it over the target, fsync the
-    folder: a reader or a crash (even a power loss) sees the old bytes or the new, never half,
-    and a manifest written after an output can never survive without that output."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(handle, view):]
-        os.fsync(handle)
-    except BaseException:
-        os.close(handle)
-        os.unlink(temporary)
-        raise
-    os.close(handle)
-    os.replace(temporary, path)
-    fsync_folder(path.parent)
-
-
-def fsync_folder(folder: Path) -> None:
-    """Make a rename or a new file in `folder` durable (the entry lives in the folder)."""
-    descriptor = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(descriptor)
-    finally:
-        os.close(descriptor)
 
 
 class StageTarget(luigi.LocalTarget):

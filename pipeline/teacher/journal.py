@@ -10,35 +10,42 @@ loses at most the responses still in flight. Records are raw (text, usage, finis
 validation happens when a record is used, so a parser or schema fix re-validates old records
 without paying again.
 
-Several processes (Luigi workers) share one file. We chose a single shared file over
-per-process files merged on read: every append is one `write()` on an `O_APPEND` descriptor,
-made while holding an exclusive `flock` on the journal, which serialises writers even on
-filesystems where large appends could interleave; readers take a shared lock and only consume
-complete lines. A crash can leave a torn last line: readers skip it (counted), and the next
-writer starts its record on a fresh line so the tear never glues onto good data.
+Several processes (Luigi workers, on one machine or several sharing the work dir) share one
+file. We chose a single shared file over per-process files merged on read: every append is one
+complete write (looped until done) on an `O_APPEND` descriptor, fsynced, made while holding the
+journal's exclusive append claim, which serialises writers; readers only consume complete lines.
+A crash can leave a torn last line: readers skip it (counted), and the next writer starts its
+record on a fresh line so the tear never glues onto good data. The folder is fsynced after the
+journal file is created, so the file itself survives a power loss.
 
-Paying twice is prevented by claims: before calling the model for a key, a process takes a
-non-blocking `flock` on `<journal>.claims/<key>.lock`. The kernel drops the lock when its holder
-dies, so a crashed claimant (even kill -9) never blocks anyone. A waiter re-reads the journal
-once the claim is free and calls only if the answer is still missing. The claimant unlinks the
-lock file before releasing it; a taker checks that the file it locked is still the one at the
-path (same inode), which closes the unlink race.
+Memory is bounded by an index, not by the journal: for each key, the byte offset and length of
+its newest response line; a record is read back from disk (`pread`) when asked for. We chose
+offsets over SQLite in WAL mode: the JSONL file stays the one source of truth (no second store
+to keep in step after a crash), it needs no shared-memory file (SQLite's WAL needs one, which
+network file systems do not provide), and a scan to rebuild the index is one sequential read.
+
+Paying twice is prevented by claims (claims.py): before calling the model for a key, a process
+takes the key's claim in `<journal>.claims/`; a waiter re-reads the journal once the claim is
+free and calls only if the answer is still missing. Claims use `flock` on local file systems and
+O_EXCL lease files with a heartbeat where `flock` cannot be trusted (NFS, Lustre, ...).
 """
 
 import asyncio
-import fcntl
 import hashlib
 import logging
 import os
+import threading
 import time
 import uuid
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from skillsft.pipeline.durable import fsync_folder, make_folder_durably, write_all
+from skillsft.pipeline.teacher.claims import Claim, claims_for
 
 log = logging.getLogger("skillsft.teacher")
 
@@ -85,66 +92,81 @@ class JournalRecord(BaseModel):
     error: str | None = None
 
 
-@dataclass
-class Claim:
-    """Exclusive right to call the model for one key, held until `release`."""
-
-    path: Path
-    fd: int
-
-    def release(self) -> None:
-        try:
-            self.path.unlink(missing_ok=True)
-        finally:
-            fcntl.flock(self.fd, fcntl.LOCK_UN)
-            os.close(self.fd)
+READ_CHUNK = 1 << 20  # the index is rebuilt by reading the journal this many bytes at a time
 
 
 class Journal:
-    """Append-only JSONL journal with an in-memory index of the responses read so far."""
+    """Append-only JSONL journal with an index of where each key's newest response lies."""
 
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        make_folder_durably(self.path.parent)
         self.claims_dir = self.path.with_name(self.path.name + ".claims")
-        self.claims_dir.mkdir(exist_ok=True)
-        self._offset = 0
+        make_folder_durably(self.claims_dir)
+        self.claims = claims_for(self.claims_dir)
+        self._offset = 0  # everything before this byte has been indexed
         self._line_number = 0
-        self._responses: dict[str, list[JournalRecord]] = {}
-        self._failures: dict[str, list[str]] = {}
-        self._seen: set[str] = set()  # record ids already indexed (ours are indexed on write)
+        self._index: dict[str, tuple[int, int]] = {}  # key -> (offset, length) of newest response
+        # key -> {offset: error} of the runs in which the request failed for good; by offset, so
+        # indexing the same line twice (ours on write, then on refresh) counts it once. Small:
+        # one entry per request and run that failed.
+        self._failures: dict[str, dict[int, str]] = {}
+        self._index_lock = threading.Lock()
         self.skipped_lines = 0
-        self._pending: list[tuple[bytes, asyncio.Future[None]]] = []
+        self._pending: list[tuple[JournalRecord, asyncio.Future[None]]] = []
         self._flushing = False
         self.refresh()
 
     # Reading -------------------------------------------------------------------------------
 
     def refresh(self) -> None:
-        """Read whatever complete lines other writers (or we) appended since the last read."""
+        """Index whatever complete lines other writers (or we) appended since the last read.
+
+        Reads in bounded chunks, so rebuilding the index of a large journal costs a sequential
+        read and memory for the index only. Our own lines are indexed again here, which is
+        harmless: an entry only ever moves to a later offset.
+        """
         try:
             fd = os.open(self.path, os.O_RDONLY)
         except FileNotFoundError:
             return
         try:
-            fcntl.flock(fd, fcntl.LOCK_SH)
             size = os.fstat(fd).st_size
-            data = os.pread(fd, size - self._offset, self._offset) if size > self._offset else b""
+            while self._offset < size:
+                data = os.pread(fd, min(READ_CHUNK, size - self._offset), self._offset)
+                end = data.rfind(b"\n")
+                if end < 0:
+                    if len(data) < READ_CHUNK:
+                        break  # only a torn or growing tail: wait for its newline
+                    data = os.pread(fd, size - self._offset, self._offset)  # one huge line
+                    end = data.rfind(b"\n")
+                    if end < 0:
+                        break
+                start = self._offset
+                for line in data[: end + 1].split(b"\n")[:-1]:
+                    self._line_number += 1
+                    if line.strip():
+                        self._index_line(line, start)
+                    start += len(line) + 1
+                self._offset += end + 1
         finally:
-            fcntl.flock(fd, fcntl.LOCK_UN)
             os.close(fd)
-        end = data.rfind(b"\n")
-        if end < 0:
-            return  # nothing complete yet (or only a torn tail)
-        for line in data[: end + 1].splitlines():
-            self._line_number += 1
-            if line.strip():
-                self._index_line(line)
-        self._offset += end + 1
 
-    def _index_line(self, line: bytes) -> None:
+    def _index_line(self, line: bytes, offset: int) -> None:
+        record = self._parse(line)
+        if record is not None:
+            self._index_record(record, offset, len(line))
+
+    def _index_record(self, record: JournalRecord, offset: int, length: int) -> None:
+        if record.kind == "response":
+            self._note(record.key, offset, length)
+        elif record.kind == "failure":
+            with self._index_lock:
+                self._failures.setdefault(record.key, {})[offset] = record.error or "unknown"
+
+    def _parse(self, line: bytes) -> JournalRecord | None:
         try:
-            record = JournalRecord.model_validate(orjson.loads(line))
+            return JournalRecord.model_validate(orjson.loads(line))
         except (orjson.JSONDecodeError, ValidationError):
             self.skipped_lines += 1
             log.warning(
@@ -153,27 +175,40 @@ class Journal:
                 self.path,
                 self._line_number,
             )
-            return
-        self._remember(record)
+            return None
+
+    def _note(self, key: str, offset: int, length: int) -> None:
+        with self._index_lock:  # appends index from a worker thread while refresh may run
+            known = self._index.get(key)
+            if known is None or known[0] < offset:
+                self._index[key] = (offset, length)
 
     def latest_response(self, key: str) -> JournalRecord | None:
-        """The newest raw response for a key; errors are never returned."""
-        records = self._responses.get(key)
-        return records[-1] if records else None
+        """The newest raw response for a key, read from disk; errors are never returned."""
+        where = self._index.get(key)
+        if where is None:
+            return None
+        fd = os.open(self.path, os.O_RDONLY)
+        try:
+            line = os.pread(fd, where[1], where[0])
+        finally:
+            os.close(fd)
+        return JournalRecord.model_validate(orjson.loads(line))
 
     def failures(self, key: str) -> list[str]:
         """The errors of the runs in which this request failed for good, oldest first."""
-        return list(self._failures.get(key, ()))
+        with self._index_lock:
+            return [error for _, error in sorted(self._failures.get(key, {}).items())]
 
     def __len__(self) -> int:
-        return sum(len(records) for records in self._responses.values())
+        """How many keys have a response."""
+        return len(self._index)
 
     # Writing -------------------------------------------------------------------------------
 
     def append(self, record: JournalRecord) -> None:
         """Write one record durably (fsynced) before returning."""
-        self._write(orjson.dumps(record.model_dump()) + b"\n")
-        self._remember(record)
+        self._write([record])
 
     async def append_async(self, record: JournalRecord) -> None:
         """Like `append`, but concurrent callers share one write+fsync (group commit).
@@ -181,14 +216,14 @@ class Journal:
         Returns only once the record is on disk, so callers may use the response after it.
         """
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._pending.append((orjson.dumps(record.model_dump()) + b"\n", future))
+        self._pending.append((record, future))
         if not self._flushing:
             self._flushing = True
             try:
                 while self._pending:
                     batch, self._pending = self._pending, []
                     try:
-                        await asyncio.to_thread(self._write, b"".join(line for line, _ in batch))
+                        await asyncio.to_thread(self._write, [r for r, _ in batch])
                     except OSError as exc:
                         for _, waiting in batch:
                             waiting.set_exception(exc)
@@ -198,50 +233,38 @@ class Journal:
             finally:
                 self._flushing = False
         await future
-        self._remember(record)
 
-    def _remember(self, record: JournalRecord) -> None:
-        if record.record_id in self._seen:
-            return
-        self._seen.add(record.record_id)
-        if record.kind == "response":
-            self._responses.setdefault(record.key, []).append(record)
-        elif record.kind == "failure":
-            self._failures.setdefault(record.key, []).append(record.error or "unknown")
-
-    def _write(self, data: bytes) -> None:
-        fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            size = os.fstat(fd).st_size
-            if size and os.pread(fd, 1, size - 1) != b"\n":
-                data = b"\n" + data  # start after a torn tail instead of extending it
-            os.write(fd, data)
-            os.fsync(fd)
-        finally:
-            fcntl.flock(fd, fcntl.LOCK_UN)
-            os.close(fd)
+    def _write(self, records: Sequence[JournalRecord]) -> None:
+        """Append records in one write under the append claim, fsync, then index them."""
+        lines = [orjson.dumps(record.model_dump()) for record in records]
+        data = b"".join(line + b"\n" for line in lines)
+        with self.claims.exclusive("append"):
+            created = False
+            try:
+                fd = os.open(self.path, os.O_RDWR | os.O_APPEND)
+            except FileNotFoundError:
+                fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+                created = True
+            try:
+                size = os.fstat(fd).st_size
+                if size and os.pread(fd, 1, size - 1) != b"\n":
+                    data = b"\n" + data  # start after a torn tail instead of extending it
+                    size += 1
+                write_all(fd, data)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            if created:
+                fsync_folder(self.path.parent)
+        for record, line in zip(records, lines, strict=True):
+            self._index_record(record, size, len(line))
+            size += len(line) + 1
 
     # Claims --------------------------------------------------------------------------------
 
     def try_claim(self, key: str) -> Claim | None:
         """Claim a key for this process, or None when another live process holds it."""
-        path = self.claims_dir / f"{key}.lock"
-        while True:
-            fd = os.open(path, os.O_CREAT | os.O_RDWR, 0o644)
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                os.close(fd)
-                return None
-            try:
-                same_file = os.stat(path).st_ino == os.fstat(fd).st_ino
-            except FileNotFoundError:
-                same_file = False
-            if same_file:
-                return Claim(path, fd)
-            fcntl.flock(fd, fcntl.LOCK_UN)  # the holder unlinked it meanwhile: try the new one
-            os.close(fd)
+        return self.claims.try_claim(key)
 
     async def claim(self, key: str, poll_seconds: float = 0.05) -> Claim:
         """Wait for a key's claim; the caller re-checks the journal once it holds it."""
