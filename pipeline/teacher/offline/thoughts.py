@@ -18,7 +18,7 @@ from typing import Any
 
 from skillsft.pipeline.action_semantics import ActionSemantics
 from skillsft.pipeline.causal import type_of
-from skillsft.pipeline.thought_checks import goal_words, held_before_each_step
+from skillsft.pipeline.thought_checks import goal_target, goal_words, held_before_each_step
 from skillsft.schemas.distill_answers import DistillAnswer, StepThought
 
 
@@ -286,16 +286,6 @@ def thought(m: Moment, skill: str) -> str:
 # -- the solver ---------------------------------------------------------------------------------
 
 
-def _goal_target(goal: str, actions: Sequence[str]) -> str:
-    """The goal's object: the first object taken whose kind the goal names."""
-    words = goal_words(goal)
-    for action in actions:
-        found = re.match(r"take (.+?) from ", action.strip(), re.I)
-        if found and _word(found.group(1)).split()[-1] in words:
-            return _word(found.group(1))
-    return ""
-
-
 def _chosen_options(actions: Sequence[str]) -> tuple[str, ...]:
     """Options clicked since the last product was opened (WebShop-shaped clicks)."""
     chosen: list[str] = []
@@ -328,7 +318,7 @@ def solve_distill(context: dict[str, Any]) -> DistillAnswer:
     actions = [h["action"] for h in history]
     after = [h["observation"] for h in history[1:]] + [""]
     held = held_before_each_step(actions, after, semantics)
-    target = _goal_target(goal, actions)
+    target = goal_target(goal, actions)
     skills = context.get("skill_titles") or ()
     last = len(history) - 1 if context.get("complete", True) else -1
     thoughts = []
