@@ -3,7 +3,8 @@
 For each model a stage that is about to run will ask (once per model): the endpoint answers,
 accepts the key, serves the model (preflight.check_endpoint), and the response mode it accepts
 is settled (one tiny probe, journaled and kept in the work dir, skipped when already known).
-`skillsft check <env>` runs only this; `run` and the single-stage commands run it first.
+`skillsft check <env>` runs only this; `run` and the single-stage commands run it first. A run
+that will publish (`--repo-id`) also checks the Hub token's write access first.
 """
 
 from collections.abc import Iterable
@@ -50,3 +51,13 @@ def check_teacher(tasks: Iterable[luigi.Task]) -> list[str]:
         listed = "listed" if found.listed else "no /models route"
         lines.append(f"{found.url} model {teacher.model}: {listed}, response mode {mode}")
     return lines
+
+
+def check_publishing(tasks: Iterable[luigi.Task]) -> list[str]:
+    """The Hub token and write access of a publish that is about to run (`--repo-id`), checked
+    before any teacher stage pays; one line, or a ConfigError with a one-line message."""
+    from skillsft.pipeline.hub_access import check_hub_access
+
+    repos = {task.repo_id for task in tasks if getattr(task, "stage", "") == "publish"
+             and getattr(task, "repo_id", "")}
+    return [check_hub_access(repo_id) for repo_id in sorted(repos)]

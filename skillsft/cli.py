@@ -27,7 +27,7 @@ from skillsft.arguments import (
     positive_int,
     share,
 )
-from skillsft.checks import check_teacher
+from skillsft.checks import check_publishing, check_teacher
 from skillsft.luigi_options import luigi_build_options
 from skillsft.pipeline.envs import ENVS
 from skillsft.pipeline.errors import SkillsftError
@@ -320,7 +320,7 @@ def build_graph(root: luigi.Task, args: argparse.Namespace) -> int:
     dirty = downstream_of(graph, forced | retried)
     pending = [t for t in graph if t.task_id in dirty or not t.complete()]
     if not args.dry_run:
-        for line in check_teacher(pending):
+        for line in [*check_publishing(pending), *check_teacher(pending)]:
             print(f"skillsft: pre-flight: {line}")
     if args.dry_run:
         for task in graph:
@@ -427,7 +427,9 @@ def dispatch(args: argparse.Namespace) -> int:
     except settings.CommandDone as done:  # publish/report/export-skills ran directly
         return done.status
     if args.command == "check":
-        lines = check_teacher(walk_graph(root)) or ["the offline teacher needs no endpoint"]
+        graph = list(walk_graph(root))
+        lines = [*check_publishing(graph), *check_teacher(graph)]
+        lines = lines or ["the offline teacher needs no endpoint"]
         for line in lines:
             print(f"skillsft: check: {line}")
         return 0

@@ -89,6 +89,8 @@ class FakeHub:
             self.requests.append(Recorded(method, target, headers, body))
             parts = urlsplit(target)
             path, query = unquote(parts.path), parse_qs(parts.query)
+            if method == "GET" and path == "/api/whoami-v2":
+                return self.whoami(headers)
             route = self.route(method, path)
             if route is None:
                 return json_reply(404, {"error": f"fake hub: no route for {method} {path}"})
@@ -128,6 +130,17 @@ class FakeHub:
         return repo.branches[revision]
 
     # -- endpoints ----------------------------------------------------------------------------
+
+    def whoami(self, headers: dict[str, str]) -> Reply:
+        """Every token is user `someone` with write access, except tokens starting with
+        `hf_revoked` (401) or `hf_readonly` (a read-only token)."""
+        authorization = {k.lower(): v for k, v in headers.items()}.get("authorization", "")
+        token = authorization.removeprefix("Bearer ")
+        if not token or token.startswith("hf_revoked"):
+            return json_reply(401, {"error": "Invalid credentials in Authorization header"})
+        role = "read" if token.startswith("hf_readonly") else "write"
+        return json_reply(200, {"type": "user", "name": "someone", "orgs": [{"name": "lab"}],
+                                "auth": {"accessToken": {"displayName": "t", "role": role}}})
 
     def create_repo(self, *, query: dict, body: bytes) -> Reply:
         payload = json.loads(body)

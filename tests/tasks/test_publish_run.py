@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.support.hub_server import running_hub
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -92,3 +94,27 @@ def test_card_flags_reach_the_published_card_through_run_and_publish(tmp_path: P
         missing = subprocess.run([*publish, "--citation", str(tmp_path / "nope.bib")],
                                  cwd=REPO_ROOT, env=env, capture_output=True, text=True)
         assert missing.returncode == 2 and "--citation" in missing.stderr
+
+
+@pytest.mark.parametrize(
+    ("token", "repo_id", "expected"),
+    [
+        ("hf_revoked0123456789abcdef", "someone/agent-sft", "the Hugging Face token was rejected"),
+        ("hf_readonly0123456789abcde", "someone/agent-sft", "is read-only"),
+        (TOKEN, "elsewhere/agent-sft", "cannot write under 'elsewhere'"),
+    ],
+    ids=["revoked", "read-only", "other-namespace"],
+)
+def test_a_run_that_cannot_publish_stops_before_any_stage(tmp_path: Path, token: str,
+                                                          repo_id: str, expected: str) -> None:
+    with running_hub() as hub:
+        env = {**os.environ, "HF_ENDPOINT": hub.url, "HF_TOKEN": token,
+               "HF_HUB_DISABLE_TELEMETRY": "1", "HF_HOME": str(tmp_path / "hf")}
+        command = [sys.executable, "-m", "skillsft", "run", "alfworld", "--teacher", "offline",
+                   "--work-dir", str(tmp_path / "w"), "--repo-id", repo_id, "--allow-offline"]
+        done = subprocess.run(command, cwd=REPO_ROOT, env=env, capture_output=True, text=True)
+        assert done.returncode == 2, done.stderr[-2000:]
+        assert expected in done.stderr and "Traceback" not in done.stderr
+        assert token not in done.stdout + done.stderr
+        assert not hub.commits
+    assert not (tmp_path / "w" / "processed_trajectories.json").exists()
