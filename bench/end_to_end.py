@@ -51,7 +51,10 @@ def timed_run(rollouts: Path, work: Path, base_url: str, concurrency: int) -> tu
         "sys.exit(r.returncode)",
         sys.executable, "-m", "skillsft", "run", "alfworld", "--teacher", "openai",
         "--base-url", base_url, "--rollout-dir", str(rollouts), "--work-dir", str(work),
-        "--concurrency", str(concurrency), "--n-success-envs", "100000", "--n-fail-envs", "100000",
+        # --max-concurrency pins the limit: the teacher's adaptive limit would otherwise grow
+        # past `concurrency` and the one-at-a-time baseline would not be one at a time.
+        "--concurrency", str(concurrency), "--max-concurrency", str(concurrency),
+        "--n-success-envs", "100000", "--n-fail-envs", "100000",
     ]
     env = {**os.environ, "OPENAI_API_KEY": "sk-bench"}
     started = time.perf_counter()
