@@ -42,8 +42,9 @@ def check_teacher(tasks: Iterable[luigi.Task]) -> list[str]:
             continue
         seen.add((teacher.endpoint, teacher.model))
         key = teacher.settings.api_key
-        found = check_endpoints(teacher.endpoint, key.get_secret_value() if key else "",
-                                teacher.model)
+        found, taken_out = check_endpoints(teacher.endpoint,
+                                           key.get_secret_value() if key else "", teacher.model)
+        lines.extend(taken_out)
         batched = task.stage_name() in getattr(task, "batch_stages", ())
         # Batch items are always asked in json_schema mode; probing would be a live request.
         mode = "json_schema (batch)" if batched else teacher.negotiate()

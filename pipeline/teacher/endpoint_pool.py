@@ -111,12 +111,15 @@ class EndpointPool(Generic[ClientT]):
         return [endpoint.client for endpoint in self.endpoints]
 
 
-def check_endpoints(base_url: str, api_key: str, model: str) -> EndpointCheck:
-    """The pre-flight of every endpoint in the list: one that fails is taken out (one warning
-    line), the others go on; when all fail, the first one's error (one line) is raised.
-    Returns the first passing endpoint's check, naming how many of the list answer."""
+def check_endpoints(
+    base_url: str, api_key: str, model: str
+) -> tuple[EndpointCheck, list[str]]:
+    """The pre-flight of every endpoint in the list: one that fails is taken out (its one-line
+    problem is returned for the console, and logged), the others go on; when all fail, the
+    first one's error (one line) is raised. Returns the first passing endpoint's check, naming
+    how many of the list answer, and the take-out lines."""
     passed: list[EndpointCheck] = []
-    problems: list[EndpointError] = []
+    problems: list[tuple[str, EndpointError]] = []
     urls = split_urls(base_url)
     for url in urls:
         if is_taken_out(url) and len(urls) > 1:
@@ -124,14 +127,16 @@ def check_endpoints(base_url: str, api_key: str, model: str) -> EndpointCheck:
         try:
             passed.append(check_endpoint(url, api_key, model))
         except EndpointError as problem:
-            problems.append(problem)
-            if len(urls) > 1:
-                take_out(url, str(problem))
+            problems.append((url, problem))
     if not passed:
         if len(problems) == 1:
-            raise problems[0]
-        raise EndpointError(f"none of the {len(urls)} endpoints can be used: {problems[0]}")
+            raise problems[0][1]
+        raise EndpointError(f"none of the {len(urls)} endpoints can be used: {problems[0][1]}")
     if len(urls) == 1:
-        return passed[0]
-    return EndpointCheck(f"{len(passed)} of {len(urls)} endpoints ({redact_url(base_url)})",
-                         model, listed=all(check.listed for check in passed))
+        return passed[0], []
+    for url, problem in problems:
+        take_out(url, str(problem))
+    lines = [f"endpoint taken out: {problem}" for _, problem in problems]
+    check = EndpointCheck(f"{len(passed)} of {len(urls)} endpoints ({redact_url(base_url)})",
+                          model, listed=all(check.listed for check in passed))
+    return check, lines

@@ -30,6 +30,7 @@ from skillsft.pipeline.teacher.settings import TeacherSettings
 from skillsft.settings import teacher_params
 from tests.support.fixtures import TEST_API_KEY
 from tests.support.teacher_run import toy_requests
+from tests.tasks.test_endpoint_checks import skillsft
 
 
 @pytest.fixture(autouse=True)
@@ -118,9 +119,11 @@ def test_preflight_takes_a_failing_endpoint_out_and_keeps_the_others(
     dead = dead_url()
     caplog.set_level(logging.WARNING, logger="skillsft.teacher")
 
-    check = check_endpoints(f"{dead},{alive.base_url}", TEST_API_KEY, "gpt-4o-mini")
+    check, lines = check_endpoints(f"{dead},{alive.base_url}", TEST_API_KEY, "gpt-4o-mini")
 
     assert check.url.startswith("1 of 2 endpoints")
+    assert lines == [f"endpoint taken out: {dead}: connection refused; start the server or fix "
+                     "the port in --base-url / OPENAI_BASE_URL"]
     assert is_taken_out(dead) and not is_taken_out(alive.base_url)
     warnings = [r.getMessage() for r in caplog.records if "taken out" in r.getMessage()]
     assert len(warnings) == 1 and "connection refused" in warnings[0]
@@ -154,3 +157,13 @@ def test_repeated_base_url_flags_make_one_list():
     params = teacher_params(args, {"OPENAI_API_KEY": TEST_API_KEY})
     assert params["base_url"] == "http://a:1/v1,http://b:2/v1"
     assert params["base_url_digest"] == ""  # no credentials: the shown list is the full one
+
+
+def test_check_command_names_the_endpoint_it_takes_out(server_factory, tmp_path):
+    alive, dead = server_factory(), dead_url()
+    result = skillsft("check", "search", "--teacher", "openai", "--base-url", alive.base_url,
+                      "--base-url", dead, "--work-dir", str(tmp_path))
+    assert result.returncode == 0, result.stderr
+    taken_out = [line for line in result.stdout.splitlines() if "taken out" in line]
+    assert len(taken_out) == 1 and dead in taken_out[0], result.stdout
+    assert "1 of 2 endpoints" in result.stdout and "Traceback" not in result.stderr
