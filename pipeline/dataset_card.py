@@ -22,6 +22,7 @@ from datasets.info import DatasetInfosDict
 from datasets.utils.metadata import MetadataConfigs
 from huggingface_hub import DatasetCard
 
+from skillsft.pipeline.teacher.endpoints import split_urls
 from skillsft.schemas.report import SMOKE_TEST_NOTE, RunReport
 
 TASK_CATEGORIES = ("text-generation",)
@@ -81,6 +82,8 @@ def public_endpoint(url: str) -> str:
     """The URL without user info, query or fragment (where credentials sometimes hide)."""
     if not url:
         return ""
+    if len(urls := split_urls(url)) > 1:  # several servers of the same model
+        return ",".join(public_endpoint(one) for one in urls)
     parts = urlsplit(url)
     host = parts.hostname or ""
     if parts.port:

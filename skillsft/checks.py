@@ -12,8 +12,8 @@ from pathlib import Path
 
 import luigi
 
+from skillsft.pipeline.teacher.endpoint_pool import check_endpoints
 from skillsft.pipeline.teacher.openai_teacher import OpenAITeacher
-from skillsft.pipeline.teacher.preflight import check_endpoint
 from skillsft.tasks.teacher import teacher_settings
 
 # Stage name -> (the teacher's stage name, the task parameter holding its model).
@@ -43,8 +43,9 @@ def check_teacher(tasks: Iterable[luigi.Task]) -> list[str]:
             continue
         seen.add((teacher.endpoint, teacher.model))
         key = teacher.settings.api_key
-        found = check_endpoint(teacher.endpoint, key.get_secret_value() if key else "",
-                               teacher.model)
+        found, taken_out = check_endpoints(teacher.endpoint,
+                                           key.get_secret_value() if key else "", teacher.model)
+        lines.extend(taken_out)
         batched = task.stage_name() in getattr(task, "batch_stages", ())
         # Batch items are always asked in json_schema mode; probing would be a live request.
         mode = "json_schema (batch)" if batched else teacher.negotiate()

@@ -64,7 +64,9 @@ def add_teacher_flags(parser: argparse.ArgumentParser, *, per_stage_models: bool
     group = parser.add_argument_group("teacher")
     group.add_argument("--teacher", choices=["offline", "openai"], default=None,
                        help="default: $SKILLSFT_TEACHER, else openai when an API key is set")
-    group.add_argument("--base-url", default=None, help="default: $OPENAI_BASE_URL")
+    group.add_argument("--base-url", action="append", default=None,
+                       help="default: $OPENAI_BASE_URL; repeat it (or comma-separate the "
+                       "variable) to spread requests over servers of the same model")
     group.add_argument("--concurrency", type=positive_int, default=None,
                        help="max requests in flight (default: $SKILLSFT_CONCURRENCY or 16)")
     group.add_argument("--max-concurrency", type=positive_int, default=None,

@@ -76,11 +76,18 @@ def check_rollout_dir(path: Path) -> None:
         )
 
 
+def joined_urls(given: str | list[str] | None) -> str | None:
+    """`--base-url` given once or more, as the one comma-separated base URL setting."""
+    if given is None or isinstance(given, str):
+        return given
+    return ",".join(given) or None
+
+
 def teacher_params(args: argparse.Namespace, environ: Mapping[str, str]) -> dict[str, object]:
     """The Luigi teacher parameters, fully resolved; the API key is deliberately not among them."""
     explicit = {
         "teacher": getattr(args, "teacher", None),
-        "base_url": getattr(args, "base_url", None),
+        "base_url": joined_urls(getattr(args, "base_url", None)),
         "concurrency": getattr(args, "concurrency", None),
         "model": getattr(args, "model", None),
         "timeout": getattr(args, "timeout", None),

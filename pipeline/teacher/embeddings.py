@@ -42,7 +42,7 @@ class EmbeddingClient:
                 "--embedding-model needs an API key (OPENAI_API_KEY); without one, leave the "
                 "flag out to use the lexical scorer")
         self.model = model
-        self.endpoint = settings.endpoint()
+        self.endpoint = settings.first_endpoint()
         # What messages may name: the URL without user info, query or fragment.
         parts = urlsplit(self.endpoint)
         self.shown_endpoint = urlunsplit((parts.scheme, parts.netloc.rpartition("@")[2],

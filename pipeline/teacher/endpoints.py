@@ -9,6 +9,7 @@ credential being readable anywhere.
 
 import hashlib
 import os
+import re
 from collections.abc import Mapping, MutableMapping
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
@@ -21,12 +22,27 @@ SECRET_QUERY_PARAMETERS = frozenset(
 )
 
 
+# A comma starts another URL only when a scheme follows it: a comma inside a query value
+# (`?key=a,b`) must never cut a credential in two and leave half of it unredacted.
+_NEXT_URL = re.compile(r",\s*(?=[A-Za-z][A-Za-z0-9+.-]*://)")
+
+
+def split_urls(text: str) -> list[str]:
+    """The URLs of a comma-separated list (`--base-url` given several times, or a
+    comma-separated OPENAI_BASE_URL); a single URL is a list of one."""
+    return [part.strip() for part in _NEXT_URL.split(text.strip()) if part.strip()]
+
+
 def _is_secret_parameter(name: str) -> bool:
     return name.lower().replace("-", "_") in SECRET_QUERY_PARAMETERS
 
 
 def redact_url(url: str) -> str:
-    """The URL with user info and credential query values replaced by `***`."""
+    """The URL with user info and credential query values replaced by `***` (each URL of a
+    comma-separated list)."""
+    urls = split_urls(url)
+    if len(urls) > 1:
+        return ",".join(redact_url(one) for one in urls)
     try:
         parts = urlsplit(url)
     except ValueError:
@@ -54,6 +70,9 @@ def url_digest(url: str) -> str:
 
 def secret_parts(url: str) -> list[str]:
     """The credential strings inside a URL (user info, credential query values)."""
+    urls = split_urls(url)
+    if len(urls) > 1:
+        return [secret for one in urls for secret in secret_parts(one)]
     try:
         parts = urlsplit(url)
     except ValueError:
@@ -96,9 +115,10 @@ def full_base_url(
         return shown
     env = os.environ if environ is None else environ
     for variable in _URL_VARIABLES:
-        for candidate in env.get(variable, "").split(","):
-            if candidate.strip() and url_digest(candidate.strip()) == digest:
-                return candidate.strip()
+        value = env.get(variable, "").strip()
+        for candidate in (value, *split_urls(value)):
+            if candidate and url_digest(candidate) == digest:
+                return candidate
     raise ConfigError(
         f"the base URL {shown} carries credentials this process cannot see; set OPENAI_BASE_URL "
         "to the full URL in the environment of every Luigi worker"

@@ -35,6 +35,7 @@ import openai
 from openai import AsyncOpenAI, DefaultAsyncHttpxClient
 
 from skillsft.pipeline.teacher.base import TeacherRequest, TeacherResult
+from skillsft.pipeline.teacher.endpoint_pool import EndpointPool
 from skillsft.pipeline.teacher.endpoints import redact_url, scrub, split_query, url_digest
 from skillsft.pipeline.teacher.failures import retryable_after, skip_reason
 from skillsft.pipeline.teacher.journal import Journal, JournalRecord, request_key
@@ -279,6 +280,9 @@ class _BatchRun:
         self._mode_lock = asyncio.Lock()
         self.rpm = MinuteWindow(self.settings.rpm) if self.settings.rpm else None
         self.tpm = MinuteWindow(self.settings.tpm) if self.settings.tpm else None
+        self.pool = EndpointPool(teacher.endpoint, self._client_for)
+
+    def _client_for(self, url: str) -> AsyncOpenAI:
         http_client = DefaultAsyncHttpxClient(
             event_hooks={"response": [self._watch_rate_limits]},
             limits=httpx2.Limits(
@@ -287,8 +291,8 @@ class _BatchRun:
             ),
         )
         assert self.settings.api_key is not None
-        base_url, query = split_query(teacher.endpoint)
-        self.client = AsyncOpenAI(
+        base_url, query = split_query(url)
+        return AsyncOpenAI(
             api_key=self.settings.api_key.get_secret_value(),
             base_url=base_url,
             default_query=query or None,
@@ -301,7 +305,8 @@ class _BatchRun:
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:
-        await self.client.close()
+        for client in self.pool.clients():
+            await client.close()
 
     async def _watch_rate_limits(self, response: httpx2.Response) -> None:
         if response.status_code == 429:
@@ -489,33 +494,37 @@ class _BatchRun:
         """One probe request. Transient failures (429, 5xx, a dropped connection) are retried
         here, briefly, and never a refusal: llama-cpp-python refuses with a 500, and the
         client's own backoff would spend seconds on each."""
-        client = self.client.with_options(
-            max_retries=0,
-            timeout=httpx2.Timeout(min(self.settings.timeout, 60.0), connect=CONNECT_DEADLINE_S),
-        )
+        timeout = httpx2.Timeout(min(self.settings.timeout, 60.0), connect=CONNECT_DEADLINE_S)
         attempt = 0
         while True:
             started = time.monotonic()
             wait: float | None = None
-            try:
-                completion = await client.chat.completions.create(
-                    model=self.teacher.model, messages=list(probe.messages),  # type: ignore[arg-type]
-                    **parameters, **extra,
-                )
-                return await self._journal_response(
-                    probe, key, completion, time.monotonic() - started, mode
-                )
-            except openai.APIStatusError as exc:
-                transient = (exc.status_code == 429 and exc.code != "insufficient_quota") or (
-                    exc.status_code >= 500)
-                if is_format_refusal(exc) or not transient or attempt >= self.settings.max_retries:
+            with self.pool.use() as endpoint:
+                client = endpoint.client.with_options(max_retries=0, timeout=timeout)
+                try:
+                    completion = await client.chat.completions.create(
+                        model=self.teacher.model, messages=list(probe.messages),  # type: ignore[arg-type]
+                        **parameters, **extra,
+                    )
+                    self.pool.succeeded(endpoint)
+                    return await self._journal_response(
+                        probe, key, completion, time.monotonic() - started, mode
+                    )
+                except openai.APIStatusError as exc:
+                    transient = (exc.status_code == 429 and exc.code != "insufficient_quota") or (
+                        exc.status_code >= 500)
+                    if exc.status_code >= 500 and not is_format_refusal(exc):
+                        self.pool.failed(endpoint, str(exc))
+                    if is_format_refusal(exc) or not transient or (
+                            attempt >= self.settings.max_retries):
+                        raise
+                    wait = parse_retry_after(exc.response.headers)
+                except openai.APITimeoutError:
                     raise
-                wait = parse_retry_after(exc.response.headers)
-            except openai.APITimeoutError:
-                raise
-            except openai.APIConnectionError:
-                if attempt >= self.settings.max_retries:
-                    raise
+                except openai.APIConnectionError as exc:
+                    self.pool.failed(endpoint, str(exc))
+                    if attempt >= self.settings.max_retries:
+                        raise
             await asyncio.sleep(wait if wait is not None else min(4.0, 0.25 * 2**attempt))
             attempt += 1
 
@@ -646,14 +655,18 @@ class _BatchRun:
                 started = time.monotonic()
                 self.tracker.call_started(request.request_id, started)
                 call_timeout = min(self.settings.timeout, max(0.1, give_up_at - started))
-                client = self.client if call_timeout == self.settings.timeout else (
-                    self.client.with_options(timeout=call_timeout))  # the deadline is near
+                endpoint = self.pool.pick()
+                client = endpoint.client if call_timeout == self.settings.timeout else (
+                    endpoint.client.with_options(timeout=call_timeout))  # the deadline is near
+                endpoint.in_flight += 1
+                endpoint.sent += 1
                 try:
                     completion = await client.chat.completions.create(
                         model=self.teacher.model,
                         messages=messages_for_mode(messages, mode, request.answer_model),
                         **parameters,  # type: ignore[arg-type]
                     )
+                    self.pool.succeeded(endpoint)
                     latency = time.monotonic() - started
                     return await self._journal_response(request, key, completion, latency, mode)
                 except openai.RateLimitError as exc:
@@ -674,15 +687,19 @@ class _BatchRun:
                     failure = _CallFailed("server_error", str(exc))
                     wait = parse_retry_after(exc.response.headers)
                     retries += 1
+                    if exc.status_code >= 500:
+                        self.pool.failed(endpoint, str(exc))
                 except openai.APITimeoutError:
                     failure = _CallFailed("timeout", f"no answer within {call_timeout:.1f}s")
                     retries += 1
                 except openai.APIConnectionError as exc:
                     failure = _CallFailed("connection", str(exc))
                     retries += 1
+                    self.pool.failed(endpoint, str(exc))
                 except openai.APIError as exc:  # anything else the client raises: one request
                     raise _CallFailed("api_error", str(exc)) from exc
                 finally:
+                    endpoint.in_flight -= 1
                     self.tracker.call_ended(request.request_id)
             # Retried here, not inside the client, so the slot is free while we wait: a halved
             # limit then really holds back the pool.

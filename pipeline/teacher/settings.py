@@ -9,7 +9,8 @@ Precedence, highest first, the same for every field:
 - `teacher`: `SKILLSFT_TEACHER`; default `openai` if a key is set, else `offline`.
 - `api_key`: `OPENAI_API_KEY`, then `DEEPSEEK_API_KEY`; default none.
 - `base_url`: `OPENAI_BASE_URL`, then `DEEPSEEK_BASE_URL`; default the DeepSeek API when the
-  only endpoint information is DeepSeek's, else the OpenAI API.
+  only endpoint information is DeepSeek's, else the OpenAI API. Several comma-separated URLs
+  spread the requests over servers of the same model (endpoint_pool.py).
 - `concurrency`: `SKILLSFT_CONCURRENCY`; default 16.
 - model per stage: `MEMORY_MODEL`, `AGGREGATE_MODEL`, `DISTILL_MODEL`; default
   `deepseek-chat` on DeepSeek, else `gpt-4o-mini`.
@@ -25,7 +26,7 @@ from typing import Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
-from skillsft.pipeline.teacher.endpoints import redact_url
+from skillsft.pipeline.teacher.endpoints import redact_url, split_urls
 
 TeacherKind = Literal["openai", "offline"]
 TEACHER_CHOICES: tuple[str, ...] = get_args(TeacherKind)
@@ -131,7 +132,12 @@ class TeacherSettings(BaseModel):
         return self.model or self.stage_models.get(stage) or self.default_model
 
     def endpoint(self) -> str:
+        """The base URL, or several comma-separated (servers serving the same model)."""
         return self.base_url or OPENAI_BASE_URL
+
+    def first_endpoint(self) -> str:
+        """The one URL for what is not spread over servers (the Batch API, embeddings)."""
+        return split_urls(self.endpoint())[0]
 
 
 def _uses_deepseek(env: Mapping[str, str], values: Mapping[str, object]) -> bool:

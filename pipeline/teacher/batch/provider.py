@@ -51,7 +51,7 @@ class BatchProvider:
         assert settings.api_key is not None
         self.client = OpenAI(
             api_key=settings.api_key.get_secret_value(),
-            base_url=settings.endpoint(),
+            base_url=settings.first_endpoint(),
             timeout=settings.timeout,
             max_retries=settings.max_retries,
         )

@@ -45,6 +45,7 @@ from skillsft.pipeline.teacher.batch.provider import (
     ItemOutcome,
     item_line,
 )
+from skillsft.pipeline.teacher.endpoints import redact_url
 from skillsft.pipeline.teacher.journal import Journal, JournalRecord, request_key
 from skillsft.pipeline.teacher.openai_teacher import failed_result, generation_parameters
 from skillsft.pipeline.teacher.pricing import PriceTable
@@ -147,18 +148,19 @@ class BatchTeacher:
     def _api_errors(self) -> Iterator[None]:
         """A failed Batch API call ends the stage with one line (never the key); what was
         submitted or collected before it is in the ledger and the journal."""
+        shown = redact_url(self.settings.first_endpoint())
         try:
             yield
         except openai.NotFoundError as exc:
             raise BatchApiError(
-                f"{self.settings.endpoint()} does not offer the Batch API ({exc.request.url} "
+                f"{shown} does not offer the Batch API ({exc.request.url} "
                 "answered 404); run without --batch"
             ) from None
         except openai.APIError as exc:
             secret = self.settings.api_key.get_secret_value() if self.settings.api_key else ""
             detail = str(exc).replace(secret, "[api key]") if secret else str(exc)
             raise BatchApiError(
-                f"a Batch API call to {self.settings.endpoint()} failed ({type(exc).__name__}: "
+                f"a Batch API call to {shown} failed ({type(exc).__name__}: "
                 f"{detail[:300]}); re-run the same command: submitted batches are kept"
             ) from None
 
