@@ -13,6 +13,9 @@ from dataclasses import dataclass, field
 from skillsft.pipeline.errors import EmptyOutput, TooManyFailures
 from skillsft.schemas import Reject
 
+# --max-failure-rate when not given: the share of a stage's items that may fail.
+DEFAULT_MAX_FAILURE_RATE = 0.10
+
 
 @dataclass(frozen=True)
 class StageOutcome:

@@ -31,6 +31,7 @@ from skillsft.checks import check_publishing, check_teacher
 from skillsft.luigi_options import luigi_build_options
 from skillsft.pipeline.envs import ENVS
 from skillsft.pipeline.errors import SkillsftError
+from skillsft.pipeline.stage_outcome import DEFAULT_MAX_FAILURE_RATE
 from skillsft.pipeline.teacher.settings import RESPONSE_FORMAT_CHOICES
 from skillsft.run_log import close_log, open_log
 from skillsft.tasks.base import StageTask, input_signatures_frozen, walk_graph
@@ -141,7 +142,7 @@ STAGE_FLAGS: tuple[tuple[tuple[str, ...], str, dict[str, object]], ...] = (
     (("memories",), "--all-trajectories",
      {"action": "store_true", "help": "one memory per kept trajectory, not per env"}),
     (("parse", "memories", "aggregate", "distill", "flatten", "preferences"),
-     "--max-failure-rate", {"type": share, "default": 0.10,
+     "--max-failure-rate", {"type": share, "default": DEFAULT_MAX_FAILURE_RATE,
       "help": "fail the stage when a larger share of its items fail (default 0.10)"}),
     (("aggregate",), "--batch-size",
      {"type": positive_int, "default": 40, "help": "max items merged per teacher call"}),

@@ -17,12 +17,10 @@ from typing import Any, ClassVar
 import luigi
 import orjson
 
-from skillsft.pipeline.stage_outcome import StageOutcome, check_outcome
+from skillsft.pipeline.stage_outcome import DEFAULT_MAX_FAILURE_RATE, StageOutcome, check_outcome
 from skillsft.tasks.failures import record_failure
 from skillsft.tasks.params import EnvParams
 from skillsft.tasks.targets import StageTarget, write_bytes_atomically
-
-DEFAULT_FAILURE_RATE = 0.10
 
 # Bumped when a stage's own logic changes in a way that changes its output.
 CODE_VERSION = "1"
@@ -169,8 +167,8 @@ class StageTask(EnvParams, luigi.Task):
         if result.failure is not None:
             raise result.failure
         if result.outcome is not None:
-            check_outcome(result.outcome, getattr(self, "max_failure_rate", DEFAULT_FAILURE_RATE),
-                          str(folder / result.rejects_name))
+            rate = getattr(self, "max_failure_rate", DEFAULT_MAX_FAILURE_RATE)
+            check_outcome(result.outcome, rate, str(folder / result.rejects_name))
         for name, data in result.side_files.items():
             if name != result.rejects_name:
                 write_bytes_atomically(folder / name, data)

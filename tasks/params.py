@@ -12,6 +12,8 @@ from typing import Any
 
 import luigi
 
+from skillsft.pipeline.stage_outcome import DEFAULT_MAX_FAILURE_RATE
+
 SELECTION = ("min_trajs_per_env", "n_trajs_per_env", "n_success_envs", "n_fail_envs",
              "include_mixed", "label_min_outcomes", "failure_ratio", "source_ranges")
 RENDERING = ("history", "seed", "keep_information")
@@ -77,7 +79,7 @@ class TeacherParams:
 class FailureParams:
     """The share of a stage's items that may fail before the stage fails (every stage)."""
 
-    max_failure_rate = luigi.FloatParameter(default=0.10)
+    max_failure_rate = luigi.FloatParameter(default=DEFAULT_MAX_FAILURE_RATE)
 
 
 class MemoryParams(FailureParams):

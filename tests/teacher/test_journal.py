@@ -7,6 +7,7 @@ import sys
 import time
 
 import orjson
+import pytest
 
 from skillsft.pipeline.teacher.journal import Journal, JournalRecord, request_key
 from tests.support.fixtures import REPO_ROOT, server_stats, start_server_process
@@ -44,20 +45,27 @@ def _write_many(path: str, prefix: str, count: int) -> None:
         journal.append(record(f"{prefix}{index}", "x" * 5000))  # big lines make tearing likely
 
 
-def test_two_processes_appending_at_once_corrupt_nothing(tmp_path):
+@pytest.mark.parametrize(("claims", "count"), [("flock", 300), ("lease", 150)])
+def test_two_processes_appending_at_once_corrupt_nothing(tmp_path, monkeypatch, claims, count):
+    """Both claim modes (lease files are what NFS/Lustre work dirs use); the spawned writers
+    inherit the mode through the environment."""
+    monkeypatch.setenv("SKILLSFT_JOURNAL_CLAIMS", claims)
+    monkeypatch.setenv("SKILLSFT_LEASE_SECONDS", "0.6")
     path = str(tmp_path / "j.jsonl")
     context = multiprocessing.get_context("spawn")
-    workers = [context.Process(target=_write_many, args=(path, p, 300)) for p in ("p", "q")]
+    workers = [context.Process(target=_write_many, args=(path, p, count)) for p in ("p", "q")]
     for worker in workers:
         worker.start()
     for worker in workers:
-        worker.join(60)
+        worker.join(120)
         assert worker.exitcode == 0
 
     journal = Journal(tmp_path / "j.jsonl")
     assert journal.skipped_lines == 0
-    assert len(journal) == 600
-    assert all(journal.latest_response(f"{p}{i}") for p in "pq" for i in range(300))
+    assert len(journal) == 2 * count
+    assert all(journal.latest_response(f"{p}{i}") for p in "pq" for i in range(count))
+    if claims == "lease":
+        assert not list(journal.claims_dir.iterdir())  # every lease was given back
 
 
 def test_a_claim_is_exclusive_and_dies_with_its_process(tmp_path):
