@@ -90,7 +90,7 @@ def baseline(rollout_dir: Path) -> int:
 
 def ours(rollout_dir: Path, workers: int) -> int:
     from skillsft.pipeline.envs import get_env
-    from skillsft.pipeline.parse import parse_rollouts
+    from skillsft.pipeline.stages.parse import parse_rollouts
 
     return parse_rollouts(get_env("alfworld"), rollout_dir, workers=workers).counts["files_parsed"]
 

@@ -24,7 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # for tests.support
 
-from skillsft.pipeline.teacher.openai_teacher import OpenAITeacher  # noqa: E402
+from skillsft.pipeline.teacher.openai.teacher import OpenAITeacher  # noqa: E402
 from skillsft.pipeline.teacher.settings import TeacherSettings  # noqa: E402
 from tests.support.fixtures import TEST_API_KEY, start_server_process  # noqa: E402
 from tests.support.teacher_run import toy_requests  # noqa: E402

@@ -9,7 +9,7 @@ manifest and the run report can say so.
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from skillsft.pipeline.prompt_profiles import BankShape, CountRange, bracketed_placeholders
+from skillsft.pipeline.envs.prompt_profiles import BankShape, CountRange, bracketed_placeholders
 from skillsft.schemas.skill_bank import SkillBank
 
 

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from string import Formatter
 
-from skillsft.pipeline.action_semantics import ActionRule, ActionSemantics
+from skillsft.pipeline.envs.action_semantics import ActionRule, ActionSemantics
 
 _INSTANCE_SUFFIX = re.compile(r"\s+\d+$")
 _FORMATTER = Formatter()

@@ -16,7 +16,7 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from skillsft.pipeline.render import BLOCK_TITLE
+from skillsft.pipeline.formats.render import BLOCK_TITLE
 
 OVERLAP_WORDS = 3
 CHARS_PER_TOKEN = 4

@@ -19,15 +19,15 @@ from dataclasses import dataclass, field
 from operator import attrgetter
 from pathlib import Path
 
-from skillsft.pipeline.dump_kind import check_environment
 from skillsft.pipeline.envs import ENVS, EnvSpec
+from skillsft.pipeline.envs.dump_kind import check_environment
 from skillsft.pipeline.errors import MalformedRollout, RolloutDirError
+from skillsft.pipeline.formats.rollouts import kinds as formats
+from skillsft.pipeline.formats.rollouts.steps import parse_step_rollout
+from skillsft.pipeline.formats.rollouts.text import read_rollout_text
 from skillsft.pipeline.loops import remove_loops
-from skillsft.pipeline.parse import check_rollout_dir
-from skillsft.pipeline.parsing import formats
-from skillsft.pipeline.parsing.steps import parse_step_rollout
-from skillsft.pipeline.parsing.text import read_rollout_text
 from skillsft.pipeline.selection import SelectionOptions
+from skillsft.pipeline.stages.parse import check_rollout_dir
 from skillsft.schemas import Reject, Step
 from skillsft.schemas.base import StrictModel
 

@@ -11,8 +11,8 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from skillsft.pipeline.action_semantics import ActionSemantics
 from skillsft.pipeline.causal import AnalysedStep, providers
+from skillsft.pipeline.envs.action_semantics import ActionSemantics
 from skillsft.pipeline.placeholders import Abstractor
 
 

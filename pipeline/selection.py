@@ -35,7 +35,7 @@ from typing import Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from skillsft.pipeline.parsing.text import natural_key
+from skillsft.pipeline.formats.rollouts.text import natural_key
 
 EnvLabel = Literal["all_success", "all_fail", "mixed", "unlabelled"]
 RecordT = TypeVar("RecordT")

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
-from skillsft.pipeline.render import BlockOptions, render_block
+from skillsft.pipeline.formats.render import BlockOptions, render_block
 from skillsft.schemas.skill_bank import Skill, SkillBank
 
 if TYPE_CHECKING:

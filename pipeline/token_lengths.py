@@ -15,7 +15,7 @@ from pydantic import BaseModel, Field
 
 from skillsft.pipeline.corpus_metrics import DEFAULT_CUTOFF_LEN
 from skillsft.pipeline.errors import ConfigError
-from skillsft.pipeline.report import TOKEN_APPROXIMATION, approx_tokens, distribution
+from skillsft.pipeline.stages.report import TOKEN_APPROXIMATION, approx_tokens, distribution
 from skillsft.schemas.conversation import AlpacaRecord
 from skillsft.schemas.report import Distribution
 

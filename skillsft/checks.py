@@ -12,8 +12,8 @@ from pathlib import Path
 
 import luigi
 
-from skillsft.pipeline.teacher.endpoint_pool import check_endpoints
-from skillsft.pipeline.teacher.openai_teacher import OpenAITeacher
+from skillsft.pipeline.teacher.openai.endpoint_pool import check_endpoints
+from skillsft.pipeline.teacher.openai.teacher import OpenAITeacher
 from skillsft.tasks.teacher import teacher_settings
 
 # Stage name -> (the teacher's stage name, the task parameter holding its model).

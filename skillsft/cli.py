@@ -31,7 +31,7 @@ from skillsft.checks import check_publishing, check_teacher
 from skillsft.luigi_options import luigi_build_options
 from skillsft.pipeline.envs import ENVS
 from skillsft.pipeline.errors import SkillsftError
-from skillsft.pipeline.stage_outcome import DEFAULT_MAX_FAILURE_RATE
+from skillsft.pipeline.stages.outcome import DEFAULT_MAX_FAILURE_RATE
 from skillsft.pipeline.teacher.settings import RESPONSE_FORMAT_CHOICES
 from skillsft.run_log import close_log, open_log
 from skillsft.tasks.base import StageTask, input_signatures_frozen, walk_graph
@@ -128,7 +128,7 @@ def add_run_flags(parser: argparse.ArgumentParser) -> None:
 
 def count_range(text: str) -> str:
     """`N` or `N-M` (entries a skill-bank section should end with), checked, kept as text."""
-    from skillsft.pipeline.prompt_profiles import CountRange
+    from skillsft.pipeline.envs.prompt_profiles import CountRange
 
     try:
         return str(CountRange.parse(text))

@@ -40,8 +40,8 @@ def build_command(args: argparse.Namespace, environ: Mapping[str, str]) -> luigi
 def export_skills(env: str, bank_path: Path, output_dir: Path) -> int:
     from skillsft.pipeline.envs import get_env
     from skillsft.pipeline.errors import InputError
-    from skillsft.pipeline.skill_bank_io import load_skill_bank
-    from skillsft.pipeline.skill_document import document_path, render_skill_document
+    from skillsft.pipeline.formats.skill_bank_io import load_skill_bank
+    from skillsft.pipeline.stages.skill_document import document_path, render_skill_document
     from skillsft.tasks.targets import write_bytes_atomically
 
     spec = get_env(env)

@@ -11,7 +11,7 @@ import sys
 import time
 from pathlib import Path
 
-from skillsft.pipeline.teacher.endpoints import redact_url
+from skillsft.pipeline.teacher.openai.endpoints import redact_url
 
 _FORMAT = "%(asctime)s %(name)s[%(process)d] %(levelname)s: %(message)s"
 # HTTP clients log every request URL at INFO; those URLs may carry credentials.

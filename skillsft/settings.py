@@ -17,7 +17,7 @@ from pathlib import Path
 import luigi
 from pydantic import ValidationError
 
-from skillsft.pipeline.teacher.endpoints import hand_over, redact_url
+from skillsft.pipeline.teacher.openai.endpoints import hand_over, redact_url
 from skillsft.pipeline.teacher.pricing import load_price_file
 from skillsft.pipeline.teacher.settings import (
     FIELD_VARIABLES,
@@ -55,8 +55,8 @@ def resolve_rollout_dir(args: argparse.Namespace, environ: Mapping[str, str]) ->
 def check_rollouts(path: Path, env: str) -> None:
     """Fail at once, before any work or teacher call (pre-flight probes included), when there
     is nothing to parse or the folder holds another environment's dump."""
-    from skillsft.pipeline.dump_kind import check_environment
     from skillsft.pipeline.envs import ENVS
+    from skillsft.pipeline.envs.dump_kind import check_environment
 
     check_rollout_dir(path)
     check_environment(path, ENVS[env], list(ENVS.values()))

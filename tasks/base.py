@@ -17,7 +17,7 @@ from typing import Any, ClassVar
 import luigi
 import orjson
 
-from skillsft.pipeline.stage_outcome import DEFAULT_MAX_FAILURE_RATE, StageOutcome, check_outcome
+from skillsft.pipeline.stages.outcome import DEFAULT_MAX_FAILURE_RATE, StageOutcome, check_outcome
 from skillsft.tasks.failures import record_failure
 from skillsft.tasks.params import EnvParams
 from skillsft.tasks.targets import StageTarget, write_bytes_atomically

@@ -12,7 +12,7 @@ from typing import Any
 
 import luigi
 
-from skillsft.pipeline.stage_outcome import DEFAULT_MAX_FAILURE_RATE
+from skillsft.pipeline.stages.outcome import DEFAULT_MAX_FAILURE_RATE
 
 SELECTION = ("min_trajs_per_env", "n_trajs_per_env", "n_success_envs", "n_fail_envs",
              "include_mixed", "label_min_outcomes", "failure_ratio", "source_ranges")
@@ -129,7 +129,7 @@ class DistillParams:
         """Embeddings when --embedding-model is given (journaled in the work dir), else
         lexical. An estimate sends nothing, embeddings included: it ranks lexically."""
         from skillsft.pipeline.skill_selection import EmbeddingScorer, LexicalScorer
-        from skillsft.pipeline.teacher.embeddings import EmbeddingClient
+        from skillsft.pipeline.teacher.openai.embeddings import EmbeddingClient
         from skillsft.pipeline.teacher.settings import TeacherSettings
 
         task: Any = self

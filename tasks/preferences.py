@@ -12,9 +12,9 @@ from typing import Any
 
 import luigi
 
-from skillsft.pipeline import jsonio
 from skillsft.pipeline.envs import get_env
 from skillsft.pipeline.errors import InputError
+from skillsft.pipeline.formats import jsonio
 from skillsft.tasks.base import StageOutput, StageTask, hash_file, signature_of_tree
 from skillsft.tasks.params import (
     RENDERING,
@@ -67,17 +67,17 @@ class PreferencePairs(FromSkillBank):
                 "rollout_dir": signature_of_tree(Path(self.rollout_dir))}
 
     def version_tags(self) -> dict[str, str]:
-        from skillsft.pipeline.distill import PROMPT_VERSION as DISTILL_VERSION
-        from skillsft.pipeline.preferences import PROMPT_VERSION
+        from skillsft.pipeline.stages.distill import PROMPT_VERSION as DISTILL_VERSION
+        from skillsft.pipeline.stages.preferences import PROMPT_VERSION
 
         return {"prompt/distill": DISTILL_VERSION, "prompt/preferences": PROMPT_VERSION}
 
     def compute(self) -> StageOutput:
-        from skillsft.pipeline.conversations import RenderOptions
         from skillsft.pipeline.episodes import collect_episodes
-        from skillsft.pipeline.preferences import PreferenceOptions, build_preference_pairs
-        from skillsft.pipeline.skill_bank_io import load_skill_bank
-        from skillsft.pipeline.stage_outcome import StageOutcome
+        from skillsft.pipeline.formats.conversations import RenderOptions
+        from skillsft.pipeline.formats.skill_bank_io import load_skill_bank
+        from skillsft.pipeline.stages.outcome import StageOutcome
+        from skillsft.pipeline.stages.preferences import PreferenceOptions, build_preference_pairs
         from skillsft.tasks.stages import rejects_lines
 
         spec = get_env(self.env)
@@ -119,13 +119,13 @@ class SkillDocument(FromSkillBank):
 
     @property
     def output_name(self) -> str:  # type: ignore[override]
-        from skillsft.pipeline.skill_document import document_path
+        from skillsft.pipeline.stages.skill_document import document_path
 
         return str(document_path("skills", get_env(self.env)))
 
     def compute(self) -> StageOutput:
-        from skillsft.pipeline.skill_bank_io import load_skill_bank
-        from skillsft.pipeline.skill_document import render_skill_document
+        from skillsft.pipeline.formats.skill_bank_io import load_skill_bank
+        from skillsft.pipeline.stages.skill_document import render_skill_document
 
         spec = get_env(self.env)
         bank = load_skill_bank(self.bank_file(), spec)

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import luigi
 
-from skillsft.pipeline import jsonio
 from skillsft.pipeline.corpus_metrics import DEFAULT_CUTOFF_LEN
 from skillsft.pipeline.errors import SkillsftError
-from skillsft.pipeline.publish import PublishOptions, publish
+from skillsft.pipeline.formats import jsonio
+from skillsft.pipeline.stages.publish import PublishOptions, publish
 from skillsft.tasks.base import StageOutput, hash_file
 from skillsft.tasks.params import CardParams
 from skillsft.tasks.report import detect_env

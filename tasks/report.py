@@ -2,8 +2,8 @@
 
 from pathlib import Path
 
-from skillsft.pipeline import jsonio
-from skillsft.pipeline.report import build_report, render_report_md
+from skillsft.pipeline.formats import jsonio
+from skillsft.pipeline.stages.report import build_report, render_report_md
 from skillsft.tasks.targets import iter_manifests, write_bytes_atomically
 
 

@@ -12,12 +12,12 @@ from typing import Any
 
 import luigi
 
-from skillsft.pipeline import jsonio
 from skillsft.pipeline.envs import get_env
 from skillsft.pipeline.errors import InputError
-from skillsft.pipeline.file_kinds import check_kind
-from skillsft.pipeline.records import load_trajectory_records
-from skillsft.pipeline.stage_outcome import StageOutcome
+from skillsft.pipeline.formats import jsonio
+from skillsft.pipeline.formats.file_kinds import check_kind
+from skillsft.pipeline.formats.records import load_trajectory_records
+from skillsft.pipeline.stages.outcome import StageOutcome
 from skillsft.schemas import Reject
 from skillsft.tasks.base import StageOutput, StageTask, hash_file, signature_of_tree
 from skillsft.tasks.params import (
@@ -83,8 +83,8 @@ class ParseRollouts(SelectionParams, FailureParams, StageTask):
         return {"rollout_dir": signature_of_tree(Path(self.rollout_dir))}
 
     def compute(self) -> StageOutput:
-        from skillsft.pipeline.parse import parse_rollouts
         from skillsft.pipeline.selection import SelectionOptions, SourceRange
+        from skillsft.pipeline.stages.parse import parse_rollouts
 
         options = SelectionOptions(
             search_source_ranges=tuple(SourceRange.parse(r) for r in self.source_ranges),
@@ -117,12 +117,12 @@ class GenerateMemories(FromInputs, SelectionParams, TeacherParams, MemoryParams,
         return self.clone(ParseRollouts)
 
     def version_tags(self) -> dict[str, str]:
-        from skillsft.pipeline.memories import PROMPT_VERSIONS
+        from skillsft.pipeline.stages.memories import PROMPT_VERSIONS
 
         return {f"prompt/{k}": v for k, v in PROMPT_VERSIONS.items()}
 
     def compute(self) -> StageOutput:
-        from skillsft.pipeline.memories import MemoryOptions, generate_memories
+        from skillsft.pipeline.stages.memories import MemoryOptions, generate_memories
 
         source = self.input_files()[0]
         records = jsonio.load(source)
@@ -167,18 +167,18 @@ class AggregateSkillBank(FromInputs, SelectionParams, TeacherParams, MemoryParam
         return self.clone(GenerateMemories)
 
     def version_tags(self) -> dict[str, str]:
-        from skillsft.pipeline.aggregate import PROMPT_VERSIONS
+        from skillsft.pipeline.stages.aggregate import PROMPT_VERSIONS
 
         return {f"prompt/{k}": v for k, v in PROMPT_VERSIONS.items()}
 
     def compute(self) -> StageOutput:
-        from skillsft.pipeline.aggregate import (
+        from skillsft.pipeline.envs.prompt_profiles import BankShape, CountRange
+        from skillsft.pipeline.formats.skill_bank_io import load_memory_files
+        from skillsft.pipeline.stages.aggregate import (
             AggregateOptions,
             AggregationError,
             aggregate_memories,
         )
-        from skillsft.pipeline.prompt_profiles import BankShape, CountRange
-        from skillsft.pipeline.skill_bank_io import load_memory_files
 
         spec = get_env(self.env)
         inputs = ", ".join(map(str, self.input_files()))
@@ -240,7 +240,7 @@ class Distill(FromInputs, SelectionParams, TeacherParams, MemoryParams, Aggregat
         return signatures
 
     def version_tags(self) -> dict[str, str]:
-        from skillsft.pipeline.distill import PROMPT_VERSION
+        from skillsft.pipeline.stages.distill import PROMPT_VERSION
 
         return {"prompt/distill": PROMPT_VERSION}
 
@@ -248,9 +248,9 @@ class Distill(FromInputs, SelectionParams, TeacherParams, MemoryParams, Aggregat
         return dict(sorted({**super().fingerprinted_params(), **self.selection_params()}.items()))
 
     def compute(self) -> StageOutput:
-        from skillsft.pipeline.conversations import RenderOptions
-        from skillsft.pipeline.distill import DistillOptions, distill
-        from skillsft.pipeline.skill_bank_io import load_skill_bank
+        from skillsft.pipeline.formats.conversations import RenderOptions
+        from skillsft.pipeline.formats.skill_bank_io import load_skill_bank
+        from skillsft.pipeline.stages.distill import DistillOptions, distill
 
         spec = get_env(self.env)
         *inputs, bank_path = self.input_files()
@@ -292,8 +292,8 @@ class Flatten(FromInputs, SelectionParams, TeacherParams, MemoryParams, Aggregat
         return self.clone(Distill)
 
     def compute(self) -> StageOutput:
-        from skillsft.pipeline.conversations import RenderOptions
-        from skillsft.pipeline.flatten import FlattenOptions, flatten, load_conversations
+        from skillsft.pipeline.formats.conversations import RenderOptions
+        from skillsft.pipeline.stages.flatten import FlattenOptions, flatten, load_conversations
 
         spec = get_env(self.env)
         path = self.input_files()[0]
@@ -342,7 +342,7 @@ class BuildReport(Flatten):
         return [self.clone(Flatten), self.clone(SkillDocument), *extras]
 
     def compute(self) -> StageOutput:
-        from skillsft.pipeline.report import build_report, render_report_md
+        from skillsft.pipeline.stages.report import build_report, render_report_md
         from skillsft.tasks.preferences import PreferencePairs
 
         if not self.preferences:

@@ -16,9 +16,9 @@ from typing import Any
 from skillsft.pipeline.teacher.base import BatchStats, Teacher
 from skillsft.pipeline.teacher.batch.teacher import BatchOptions, BatchTeacher
 from skillsft.pipeline.teacher.budget import BudgetedTeacher, SpendFile
-from skillsft.pipeline.teacher.endpoints import full_base_url
 from skillsft.pipeline.teacher.estimate import EstimatingTeacher
 from skillsft.pipeline.teacher.factory import make_teacher
+from skillsft.pipeline.teacher.openai.endpoints import full_base_url
 from skillsft.pipeline.teacher.settings import TeacherSettings
 
 CHUNK_WINDOWS = 4  # with --max-cost, a live stage checks the spend every 4 x concurrency calls

@@ -10,7 +10,7 @@ import pytest
 
 from skillsft.cli import build_parser
 from skillsft.pipeline.envs import ALFWORLD, ENVS, SEARCH_LAYOUT, WEBSHOP
-from skillsft.pipeline.render import render_block
+from skillsft.pipeline.formats.render import render_block
 from skillsft.schemas import CommonMistake, Skill, SkillBank
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -230,8 +230,8 @@ def code_blocks(section_body: str) -> list[str]:
 
 
 def test_the_rollout_examples_in_formats_md_parse_as_described() -> None:
-    from skillsft.pipeline.parsing.search import parse_search_rollout
-    from skillsft.pipeline.parsing.steps import parse_step_rollout
+    from skillsft.pipeline.formats.rollouts.search import parse_search_rollout
+    from skillsft.pipeline.formats.rollouts.steps import parse_step_rollout
 
     found = sections(FORMATS_MD.read_text())
     step_file = next(b for b in code_blocks(found["alfworld-and-webshop-step-files"][2])

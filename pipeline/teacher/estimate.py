@@ -31,7 +31,7 @@ from skillsft.pipeline.teacher.base import BatchStats, TeacherRequest, TeacherRe
 from skillsft.pipeline.teacher.batch.conversation import follow
 from skillsft.pipeline.teacher.journal import Journal
 from skillsft.pipeline.teacher.offline import solve
-from skillsft.pipeline.teacher.openai_teacher import OpenAITeacher
+from skillsft.pipeline.teacher.openai.teacher import OpenAITeacher
 from skillsft.pipeline.teacher.pricing import BATCH_DISCOUNT, PriceTable
 from skillsft.pipeline.teacher.settings import TeacherSettings
 

@@ -12,7 +12,7 @@ from skillsft.pipeline.teacher.base import Teacher
 from skillsft.pipeline.teacher.batch.ledger import has_open_batches
 from skillsft.pipeline.teacher.batch.teacher import BatchOptions, BatchTeacher
 from skillsft.pipeline.teacher.offline import make_offline_teacher
-from skillsft.pipeline.teacher.openai_teacher import OpenAITeacher
+from skillsft.pipeline.teacher.openai.teacher import OpenAITeacher
 from skillsft.pipeline.teacher.settings import TeacherSettings
 
 TeacherFactory = Callable[[TeacherSettings, Path, str], Teacher]

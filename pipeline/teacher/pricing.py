@@ -10,8 +10,8 @@ cost `None`: an unknown price is reported as unknown, never guessed.
 from collections.abc import Mapping
 from pathlib import Path
 
-from skillsft.pipeline import jsonio
 from skillsft.pipeline.errors import ConfigError
+from skillsft.pipeline.formats import jsonio
 
 PRICE_FILE = Path(__file__).with_name("prices.json")  # the built-in table, as data
 _BUILT_IN = jsonio.load(PRICE_FILE)

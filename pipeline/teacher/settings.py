@@ -26,7 +26,7 @@ from typing import Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
-from skillsft.pipeline.teacher.endpoints import redact_url, split_urls
+from skillsft.pipeline.teacher.openai.endpoints import redact_url, split_urls
 
 TeacherKind = Literal["openai", "offline"]
 TEACHER_CHOICES: tuple[str, ...] = get_args(TeacherKind)

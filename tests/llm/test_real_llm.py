@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from skillsft.pipeline import jsonio
+from skillsft.pipeline.formats import jsonio
 from skillsft.tasks.targets import iter_manifests
 from tests.support.llama_server import MODEL_ALIAS, LlamaServer
 

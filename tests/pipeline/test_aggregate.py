@@ -10,17 +10,17 @@ from typing import Any
 
 import pytest
 
-from skillsft.pipeline import jsonio
-from skillsft.pipeline.aggregate import (
+from skillsft.pipeline.envs import get_env
+from skillsft.pipeline.errors import InputError
+from skillsft.pipeline.formats import jsonio
+from skillsft.pipeline.formats.skill_bank_io import load_memory_files, load_skill_bank
+from skillsft.pipeline.stages.aggregate import (
     AggregateOptions,
     aggregate_memories,
     build_tracks,
     planned_calls,
 )
-from skillsft.pipeline.envs import get_env
-from skillsft.pipeline.errors import InputError
-from skillsft.pipeline.memories import MemoryStageError
-from skillsft.pipeline.skill_bank_io import load_memory_files, load_skill_bank
+from skillsft.pipeline.stages.memories import MemoryStageError
 from skillsft.pipeline.teacher.base import TeacherRequest
 from skillsft.pipeline.teacher.offline import OfflineTeacher
 from skillsft.schemas.memory import Memory
@@ -182,8 +182,8 @@ def test_determinism_and_empty_categories_cost_no_call(shared_dir):
 
 @pytest.mark.slow
 def test_twenty_thousand_memories_over_http(shared_dir, tmp_path):
-    from skillsft.pipeline.teacher import openai_teacher as teacher_module
     from skillsft.pipeline.teacher import settings as settings_module
+    from skillsft.pipeline.teacher.openai import teacher as teacher_module
     from tests.support import openai_server as server_module
     largest = [0]
     answer_numbers = itertools.count()

@@ -8,7 +8,7 @@ from conftest import episode_of
 
 from skillsft.pipeline.envs import get_env
 from skillsft.pipeline.errors import RolloutDirError
-from skillsft.pipeline.parse import parse_rollouts
+from skillsft.pipeline.stages.parse import parse_rollouts
 
 WIN = episode_of("put a mug in box", ["go to box 1", "put mug 1 in box 1"], won=True)
 

@@ -9,14 +9,14 @@ from typing import Any
 
 import pytest
 
-from skillsft.pipeline.aggregate import AggregateOptions, aggregate_memories, build_tracks
 from skillsft.pipeline.envs import get_env
-from skillsft.pipeline.memories import MemoryOptions, generate_memories
-from skillsft.pipeline.parse import parse_rollouts
-from skillsft.pipeline.prompt_profiles import BankShape, CountRange
+from skillsft.pipeline.envs.prompt_profiles import BankShape, CountRange
 from skillsft.pipeline.selection import SelectionOptions
+from skillsft.pipeline.stages.aggregate import AggregateOptions, aggregate_memories, build_tracks
+from skillsft.pipeline.stages.memories import MemoryOptions, generate_memories
+from skillsft.pipeline.stages.parse import parse_rollouts
 from skillsft.pipeline.teacher.offline import OfflineTeacher
-from skillsft.pipeline.teacher.openai_teacher import OpenAITeacher
+from skillsft.pipeline.teacher.openai.teacher import OpenAITeacher
 from skillsft.pipeline.teacher.settings import TeacherSettings
 from tests.support.fixtures import TEST_API_KEY
 from tests.support.openai_server import is_probe

@@ -6,8 +6,8 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from skillsft.pipeline.distill import DistillOptions, distill, split_windows
 from skillsft.pipeline.envs import ALFWORLD
+from skillsft.pipeline.stages.distill import DistillOptions, distill, split_windows
 from skillsft.pipeline.teacher.base import BatchStats, TeacherRequest, TeacherResult
 from skillsft.pipeline.teacher.offline import OfflineTeacher
 from skillsft.schemas.distill_answers import thoughts_answer_model
@@ -159,7 +159,7 @@ def test_webshop_navigation_back_is_inserted_before_the_teacher_writes_thoughts(
     """After click[description] the agent must go back before buying; the inserted turn and
     the resumed one are both shown to the teacher, so each thought fits its own page."""
     from skillsft.pipeline.envs import WEBSHOP
-    from skillsft.pipeline.flatten import flatten
+    from skillsft.pipeline.stages.flatten import flatten
 
     page = ["click[< prev]", "click[description]", "click[buy now]"]
     steps = [

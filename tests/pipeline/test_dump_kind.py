@@ -1,13 +1,13 @@
-"""Stage 1 tells a dump of another environment before parsing it (pipeline/dump_kind.py)."""
+"""Stage 1 tells a dump of another environment before parsing it (pipeline/envs/dump_kind.py)."""
 
 from pathlib import Path
 
 import pytest
 from conftest import episode_of
 
-from skillsft.pipeline.dump_kind import WrongEnvironment, check_environment
 from skillsft.pipeline.envs import ENVS, get_env
-from skillsft.pipeline.parse import parse_rollouts
+from skillsft.pipeline.envs.dump_kind import WrongEnvironment, check_environment
+from skillsft.pipeline.stages.parse import parse_rollouts
 
 SAMPLES = Path(__file__).resolve().parents[2] / "examples" / "rollouts"
 SPECS = list(ENVS.values())

@@ -3,7 +3,7 @@
 import pytest
 
 from skillsft.pipeline.errors import InputError
-from skillsft.pipeline.file_kinds import check_kind, identify
+from skillsft.pipeline.formats.file_kinds import check_kind, identify
 
 TRAJECTORIES = [{"env_id": "env0", "task": "t", "type": "all_success", "trajectories": []}]
 CONVERSATIONS = [{"system": "s", "conversations": [], "extra_info": {}}]

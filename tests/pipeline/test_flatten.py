@@ -3,16 +3,16 @@
 from collections import Counter
 from pathlib import Path
 
-from skillsft.pipeline.conversations import TextTurn
 from skillsft.pipeline.envs import ALFWORLD, SEARCH, WEBSHOP
-from skillsft.pipeline.flatten import FlattenOptions, flatten
-from skillsft.pipeline.postchecks import (
+from skillsft.pipeline.envs.postchecks import (
     admissible_action,
     apply_postchecks,
     bare_buy_now,
     invented_action,
     navigation_back,
 )
+from skillsft.pipeline.formats.conversations import TextTurn
+from skillsft.pipeline.stages.flatten import FlattenOptions, flatten
 from skillsft.schemas.conversation import Conversation
 
 TAIL = (
@@ -206,8 +206,8 @@ def test_webshop_flatten_renders_the_inserted_turn_into_later_histories() -> Non
 
 
 def test_real_alfworld_sample_round_trips_through_distill_and_flatten() -> None:
-    from skillsft.pipeline.distill import distill
-    from skillsft.pipeline.parse import parse_rollouts
+    from skillsft.pipeline.stages.distill import distill
+    from skillsft.pipeline.stages.parse import parse_rollouts
     from skillsft.pipeline.teacher.offline import OfflineTeacher
     from skillsft.schemas.skill_bank import SkillBank
 

@@ -7,16 +7,16 @@ from typing import Any
 
 import pytest
 
-from skillsft.pipeline import jsonio
 from skillsft.pipeline.envs import get_env
-from skillsft.pipeline.memories import (
+from skillsft.pipeline.formats import jsonio
+from skillsft.pipeline.selection import SelectionOptions
+from skillsft.pipeline.stages.memories import (
     PROMPT_VERSIONS,
     MemoryOptions,
     MemoryStageError,
     generate_memories,
 )
-from skillsft.pipeline.parse import parse_rollouts
-from skillsft.pipeline.selection import SelectionOptions
+from skillsft.pipeline.stages.parse import parse_rollouts
 from skillsft.pipeline.teacher.base import BatchStats, TeacherRequest, TeacherResult
 from skillsft.pipeline.teacher.offline import OfflineTeacher
 from skillsft.schemas.memory import Memory
@@ -147,7 +147,7 @@ def test_too_many_failures_raise_with_env_ids():
 
 def test_memory_prompt_does_not_grow_with_the_trajectory() -> None:
     """A 2,000-step episode with long observations costs no more prompt than a 100-step one."""
-    from skillsft.pipeline.memories import MemoryOptions, build_context, build_memory_request
+    from skillsft.pipeline.stages.memories import MemoryOptions, build_context, build_memory_request
     from skillsft.schemas.trajectory import Step, TrajectorySet
 
     def prompt_chars(n_steps: int) -> int:

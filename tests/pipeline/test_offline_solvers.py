@@ -8,9 +8,9 @@ import pytest
 
 from skillsft.pipeline.causal import analyse, chain_backward
 from skillsft.pipeline.envs import get_env
-from skillsft.pipeline.memories import MemoryContext
-from skillsft.pipeline.parse import parse_rollouts
 from skillsft.pipeline.selection import SelectionOptions
+from skillsft.pipeline.stages.memories import MemoryContext
+from skillsft.pipeline.stages.parse import parse_rollouts
 from skillsft.pipeline.teacher.offline.memory import solve_memory
 from skillsft.schemas.trajectory import Step, TrajectorySet
 
@@ -30,7 +30,7 @@ def _record(task: str, steps: list[tuple[str | None, str]], *, won: bool, env_id
 
 
 def _context(record: TrajectorySet, env: str) -> MemoryContext:
-    from skillsft.pipeline.memories import build_context
+    from skillsft.pipeline.stages.memories import build_context
 
     return build_context(record, 0, get_env(env))
 
@@ -158,7 +158,7 @@ def test_search_keeps_only_queries_whose_information_holds_the_answer():
     record = SearchTrajectorySet(env_id="q1", task="what is the capital of france?",
                                  type="all_success", data_source="nq", outcome="Success",
                                  reward=1.0, trajectories=[steps])
-    from skillsft.pipeline.memories import build_context
+    from skillsft.pipeline.stages.memories import build_context
 
     answer = solve_memory(build_context(record, 0, get_env("search")))
     assert [s.step_index for s in answer.refined_trajectory] == [1, 3]
@@ -194,7 +194,7 @@ def test_solver_is_deterministic_on_the_examples(env):
     spec = get_env(env)
     records = parse_rollouts(spec, EXAMPLES / env, SelectionOptions(include_mixed=True),
                              workers=1).records
-    from skillsft.pipeline.memories import build_context
+    from skillsft.pipeline.stages.memories import build_context
 
     assert records
     for record in records:
@@ -239,7 +239,7 @@ def test_webshop_wrong_purchase_is_a_wrong_choice_not_a_spent_step_budget():
 
 
 def test_search_refinement_keeps_the_search_that_found_the_bridge_entity():
-    from skillsft.pipeline.memories import build_context
+    from skillsft.pipeline.stages.memories import build_context
     from skillsft.schemas.trajectory import SearchStep, SearchTrajectorySet
 
     steps = [

@@ -3,7 +3,7 @@
 import pytest
 
 from skillsft.pipeline.errors import MalformedRollout
-from skillsft.pipeline.parsing.search import parse_search_rollout
+from skillsft.pipeline.formats.rollouts.search import parse_search_rollout
 
 TURN = "Now it's your turn to take an action."
 

@@ -4,8 +4,8 @@ import pytest
 from conftest import render_episode
 
 from skillsft.pipeline.errors import MalformedRollout
-from skillsft.pipeline.parsing.admissible import split_admissible
-from skillsft.pipeline.parsing.steps import parse_step_rollout
+from skillsft.pipeline.formats.rollouts.admissible import split_admissible
+from skillsft.pipeline.formats.rollouts.steps import parse_step_rollout
 
 INSTRUCTION = (
     "Now it's your turn to take an action. Once you've finished your reasoning, you should "

@@ -10,14 +10,14 @@ from pathlib import Path
 import pytest
 
 from skillsft.pipeline.anchors import INITIAL, find_anchors
-from skillsft.pipeline.distill import distill
 from skillsft.pipeline.envs import get_env
 from skillsft.pipeline.episodes import collect_episodes
 from skillsft.pipeline.errors import RolloutDirError
-from skillsft.pipeline.flatten import flatten
-from skillsft.pipeline.parse import parse_rollouts
-from skillsft.pipeline.preferences import build_preference_pairs
 from skillsft.pipeline.selection import SelectionOptions
+from skillsft.pipeline.stages.distill import distill
+from skillsft.pipeline.stages.flatten import flatten
+from skillsft.pipeline.stages.parse import parse_rollouts
+from skillsft.pipeline.stages.preferences import build_preference_pairs
 from skillsft.pipeline.teacher.offline import OfflineTeacher
 from skillsft.schemas import Skill, SkillBank, TrajectorySet
 from tests.conftest import render_episode

@@ -12,7 +12,10 @@ from typing import Any
 
 import pytest
 
-from skillsft.pipeline.aggregate import (
+from skillsft.pipeline.envs import ENVS, get_env
+from skillsft.pipeline.formats.render import render_block
+from skillsft.pipeline.selection import SelectionOptions
+from skillsft.pipeline.stages.aggregate import (
     MISTAKES_KIND,
     SKILLS_KIND,
     AggregateOptions,
@@ -20,20 +23,17 @@ from skillsft.pipeline.aggregate import (
     build_request,
     build_tracks,
 )
-from skillsft.pipeline.distill import DistillOptions, plan_requests
-from skillsft.pipeline.envs import ENVS, get_env
-from skillsft.pipeline.memories import (
+from skillsft.pipeline.stages.distill import DistillOptions, plan_requests
+from skillsft.pipeline.stages.memories import (
     MemoryOptions,
     build_context,
     build_memory_request,
     generate_memories,
 )
-from skillsft.pipeline.parse import parse_rollouts
-from skillsft.pipeline.render import render_block
-from skillsft.pipeline.selection import SelectionOptions
+from skillsft.pipeline.stages.parse import parse_rollouts
 from skillsft.pipeline.teacher.base import TeacherRequest
 from skillsft.pipeline.teacher.offline import OfflineTeacher
-from skillsft.pipeline.teacher.openai_teacher import OpenAITeacher
+from skillsft.pipeline.teacher.openai.teacher import OpenAITeacher
 from skillsft.pipeline.teacher.settings import TeacherSettings
 from tests.support.fixtures import TEST_API_KEY
 from tests.support.openai_server import is_probe

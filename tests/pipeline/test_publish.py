@@ -14,14 +14,14 @@ from datasets import load_dataset
 from huggingface_hub import HfApi
 
 from skillsft.pipeline.errors import InputError
-from skillsft.pipeline.publish import (
+from skillsft.pipeline.stages.publish import (
     PublishError,
     PublishOptions,
     export_local,
     publish,
     split_by_trajectory,
 )
-from skillsft.pipeline.report import Provenance
+from skillsft.pipeline.stages.report import Provenance
 from tests.pipeline.test_report import RECORDS, SECRET_URL, build_work_dir
 from tests.support.hub_server import FakeHub, running_hub
 

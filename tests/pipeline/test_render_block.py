@@ -5,7 +5,7 @@ import json
 import pytest
 
 from skillsft.pipeline.envs import ALFWORLD, SEARCH, WEBSHOP
-from skillsft.pipeline.render import BlockOptions, render_block
+from skillsft.pipeline.formats.render import BlockOptions, render_block
 from skillsft.schemas.skill_bank import SkillBank
 
 
@@ -119,6 +119,6 @@ def test_block_from_released_banks(shared_dir, spec, path) -> None:
      ("  Do x.\n", "Do x."), ("Use v1.2 first", "Use v1.2 first.")],
 )
 def test_exactly_one_trailing_period(text: str, expected: str) -> None:
-    from skillsft.pipeline.render import sentence
+    from skillsft.pipeline.formats.render import sentence
 
     assert sentence(text) == expected

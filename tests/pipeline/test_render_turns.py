@@ -1,7 +1,7 @@
 """Conversation turns, byte for byte (FORMATS.md 7); every expected string is written by hand."""
 
-from skillsft.pipeline.conversations import RenderOptions
 from skillsft.pipeline.envs import ALFWORLD, SEARCH, WEBSHOP
+from skillsft.pipeline.formats.conversations import RenderOptions
 from skillsft.schemas.trajectory import SearchStep, Step
 
 TAIL = (

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from skillsft.pipeline import jsonio
-from skillsft.pipeline.report import (
+from skillsft.pipeline.formats import jsonio
+from skillsft.pipeline.stages.report import (
     approx_tokens,
     build_report,
     distribution,
@@ -185,7 +185,7 @@ def test_consistency_checks_catch_a_lost_record(work_dir: Path) -> None:
 
 
 def test_published_rows_are_checked_against_the_corpus(work_dir: Path) -> None:
-    from skillsft.pipeline.publish import PublishOptions, export_local
+    from skillsft.pipeline.stages.publish import PublishOptions, export_local
 
     export_local(work_dir, "alfworld", PublishOptions())
     report = build_report(work_dir, "alfworld")

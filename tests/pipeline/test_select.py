@@ -7,7 +7,6 @@ import pytest
 from conftest import episode_of
 
 from skillsft.pipeline.envs import get_env
-from skillsft.pipeline.parse import parse_rollouts
 from skillsft.pipeline.selection import (
     SelectionOptions,
     SourceRange,
@@ -16,6 +15,7 @@ from skillsft.pipeline.selection import (
     label_env,
     resolve_source,
 )
+from skillsft.pipeline.stages.parse import parse_rollouts
 
 WIN = episode_of("put a mug in box", ["go to box 1", "put mug 1 in box 1"], won=True)
 LOSS = episode_of("put a mug in box", ["look", "go to box 1", "look"], won=False)
@@ -130,7 +130,7 @@ def test_search_source_from_folder_then_ranges_then_unknown() -> None:
     ],
 )
 def test_search_source_folder_spellings(folder: str, source: str) -> None:
-    from skillsft.pipeline.parsing.formats import QA_SOURCES
+    from skillsft.pipeline.formats.rollouts.kinds import QA_SOURCES
 
     path = PurePosixPath(f"runs/{folder}/q_7.txt")
     assert resolve_source(path, QA_SOURCES, SelectionOptions()) == (source, "folder")

@@ -6,9 +6,7 @@ from pathlib import Path
 import pytest
 
 from skillsft.pipeline.corpus_metrics import experience_block, instruction_lengths, skill_use
-from skillsft.pipeline.distill import DistillOptions, distill
 from skillsft.pipeline.envs import get_env
-from skillsft.pipeline.parse import parse_rollouts
 from skillsft.pipeline.selection import SelectionOptions
 from skillsft.pipeline.skill_selection import (
     EmbeddingScorer,
@@ -17,8 +15,10 @@ from skillsft.pipeline.skill_selection import (
     retrieve,
     retrieved_block,
 )
-from skillsft.pipeline.teacher.embeddings import EmbeddingClient
+from skillsft.pipeline.stages.distill import DistillOptions, distill
+from skillsft.pipeline.stages.parse import parse_rollouts
 from skillsft.pipeline.teacher.offline import OfflineTeacher
+from skillsft.pipeline.teacher.openai.embeddings import EmbeddingClient
 from skillsft.pipeline.teacher.settings import TeacherSettings
 from skillsft.schemas.skill_bank import CommonMistake, Skill, SkillBank
 from tests.support.fixtures import TEST_API_KEY
@@ -159,7 +159,7 @@ def test_block_share_and_cutoff_on_hand_made_instructions() -> None:
 
 
 def test_an_embeddings_failure_names_the_endpoint_without_its_secret(tmp_path: Path) -> None:
-    from skillsft.pipeline.teacher.embeddings import EmbeddingError
+    from skillsft.pipeline.teacher.openai.embeddings import EmbeddingError
 
     settings = TeacherSettings.resolve({}, teacher="openai", api_key=TEST_API_KEY,
                                        base_url="http://user:hunter2@127.0.0.1:9/v1?token=abc",

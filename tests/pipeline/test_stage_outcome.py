@@ -3,7 +3,7 @@
 import pytest
 
 from skillsft.pipeline.errors import EmptyOutput, TooManyFailures
-from skillsft.pipeline.stage_outcome import StageOutcome, check_outcome
+from skillsft.pipeline.stages.outcome import StageOutcome, check_outcome
 from skillsft.schemas import Reject
 
 

@@ -9,7 +9,7 @@ import yaml
 from datasets import load_dataset
 
 from skillsft.pipeline.errors import ConfigError
-from skillsft.pipeline.publish import PublishOptions, export_local
+from skillsft.pipeline.stages.publish import PublishOptions, export_local
 from tests.pipeline.test_report import TRAJECTORIES, build_work_dir
 
 BANK = {

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from skillsft.pipeline.teacher.negotiation import PROBE_PROMPT
+from skillsft.pipeline.teacher.openai.negotiation import PROBE_PROMPT
 from tests.support.batch_endpoint import BatchEndpoint
 
 Responder = Callable[[dict[str, Any]], str]

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from skillsft.pipeline.teacher.base import TeacherRequest
 from skillsft.pipeline.teacher.batch.teacher import BatchOptions, BatchTeacher
-from skillsft.pipeline.teacher.openai_teacher import OpenAITeacher
+from skillsft.pipeline.teacher.openai.teacher import OpenAITeacher
 from skillsft.pipeline.teacher.settings import TeacherSettings
 from tests.support.fixtures import TEST_API_KEY, ToyAnswer
 

@@ -133,7 +133,7 @@ def test_a_second_run_on_the_same_work_dir_is_refused(tmp_path: Path, capsys) ->
 def test_flatten_with_nothing_left_fails_instead_of_writing_an_empty_corpus(
     tmp_path: Path,
 ) -> None:
-    from skillsft.pipeline import jsonio
+    from skillsft.pipeline.formats import jsonio
 
     work = tmp_path / "w"
     assert run("--work-dir", str(work)) == 0
@@ -150,7 +150,7 @@ def test_flatten_with_nothing_left_fails_instead_of_writing_an_empty_corpus(
     # Its rejects are listed; no corpus .jsonl or provenance of nothing is left behind.
     assert sorted(p.name for p in out.parent.iterdir() if p.is_file()) == ["flatten_rejects.jsonl"]
 
-    from skillsft.pipeline.flatten import load_conversations
+    from skillsft.pipeline.stages.flatten import load_conversations
 
     loaded, rejects = load_conversations(broken)
     assert len(loaded) == len(conversations) - 1
@@ -248,7 +248,7 @@ def test_bring_your_own_skill_bank_skips_stage_two(tmp_path: Path, shared_dir: P
 def test_every_environment_runs_offline_and_reports_consistent_counts(
     tmp_path: Path, env: str
 ) -> None:
-    from skillsft.pipeline import jsonio
+    from skillsft.pipeline.formats import jsonio
 
     work = tmp_path / env
     assert main(["run", env, "--teacher", "offline", "--work-dir", str(work)]) == 0
@@ -261,7 +261,7 @@ def test_every_environment_runs_offline_and_reports_consistent_counts(
 
 
 def test_report_and_publish_dry_run_commands_on_a_finished_run(tmp_path: Path, capsys) -> None:
-    from skillsft.pipeline import jsonio
+    from skillsft.pipeline.formats import jsonio
 
     work = tmp_path / "w"
     assert run("--work-dir", str(work)) == 0

@@ -15,7 +15,7 @@ import pytest
 
 from skillsft import settings
 from skillsft.cli import build_parser
-from skillsft.pipeline.teacher.endpoints import HANDOFF_VARIABLE
+from skillsft.pipeline.teacher.openai.endpoints import HANDOFF_VARIABLE
 from skillsft.tasks.base import walk_graph
 from tests.support.fixtures import TEST_API_KEY
 from tests.support.stage_responder import stage_responder

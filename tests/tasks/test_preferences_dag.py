@@ -16,7 +16,7 @@ from datasets import load_dataset
 from huggingface_hub import HfApi
 
 from skillsft.cli import main
-from skillsft.pipeline.publish import PublishOptions, export_local, publish
+from skillsft.pipeline.stages.publish import PublishOptions, export_local, publish
 from skillsft.tasks.targets import manifest_path_for
 from tests.support.fixtures import TEST_API_KEY
 from tests.support.hub_server import running_hub

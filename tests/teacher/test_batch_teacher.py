@@ -18,7 +18,7 @@ from skillsft.pipeline.teacher.batch.teacher import (
     BatchTeacher,
 )
 from skillsft.pipeline.teacher.factory import make_teacher
-from skillsft.pipeline.teacher.openai_teacher import OpenAITeacher
+from skillsft.pipeline.teacher.openai.teacher import OpenAITeacher
 from skillsft.pipeline.teacher.settings import TeacherSettings
 from tests.support.fixtures import REPO_ROOT, TEST_API_KEY
 from tests.support.openai_server import FakeOpenAIServer

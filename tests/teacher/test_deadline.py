@@ -3,7 +3,7 @@ progress shows what is in flight."""
 
 from pathlib import Path
 
-from skillsft.pipeline.teacher.openai_teacher import OpenAITeacher
+from skillsft.pipeline.teacher.openai.teacher import OpenAITeacher
 from skillsft.pipeline.teacher.progress import BatchTracker
 from skillsft.pipeline.teacher.settings import TeacherSettings, announce
 from tests.support.fixtures import TEST_API_KEY

@@ -10,22 +10,22 @@ from typing import Any
 import pytest
 
 from skillsft.cli import build_parser
-from skillsft.pipeline.dataset_card import public_endpoint
-from skillsft.pipeline.teacher import openai_teacher
-from skillsft.pipeline.teacher.endpoint_pool import (
+from skillsft.pipeline.formats.dataset_card import public_endpoint
+from skillsft.pipeline.teacher.openai import teacher as openai_teacher
+from skillsft.pipeline.teacher.openai.endpoint_pool import (
     check_endpoints,
     forget_taken_out,
     is_taken_out,
 )
-from skillsft.pipeline.teacher.endpoints import (
+from skillsft.pipeline.teacher.openai.endpoints import (
     full_base_url,
     hand_over,
     redact_url,
     scrub,
     split_urls,
 )
-from skillsft.pipeline.teacher.openai_teacher import OpenAITeacher
-from skillsft.pipeline.teacher.preflight import EndpointError
+from skillsft.pipeline.teacher.openai.preflight import EndpointError
+from skillsft.pipeline.teacher.openai.teacher import OpenAITeacher
 from skillsft.pipeline.teacher.settings import TeacherSettings
 from skillsft.settings import teacher_params
 from tests.support.fixtures import TEST_API_KEY

@@ -10,13 +10,13 @@ from typing import Any
 import orjson
 import pytest
 
-from skillsft.pipeline.aggregate import MistakesAnswer, SkillsAnswer
-from skillsft.pipeline.memories import MEMORY_ANSWER_BY_OUTCOME
-from skillsft.pipeline.teacher import openai_teacher
-from skillsft.pipeline.teacher.negotiation import ModeStore
-from skillsft.pipeline.teacher.openai_teacher import OpenAITeacher
+from skillsft.pipeline.stages.aggregate import MistakesAnswer, SkillsAnswer
+from skillsft.pipeline.stages.memories import MEMORY_ANSWER_BY_OUTCOME
+from skillsft.pipeline.teacher.openai import teacher as openai_teacher
+from skillsft.pipeline.teacher.openai.negotiation import ModeStore
+from skillsft.pipeline.teacher.openai.structured import openai_strict_schema
+from skillsft.pipeline.teacher.openai.teacher import OpenAITeacher
 from skillsft.pipeline.teacher.settings import TeacherSettings
-from skillsft.pipeline.teacher.structured import openai_strict_schema
 from skillsft.schemas.distill_answers import thoughts_answer_model
 from tests.support.fixtures import TEST_API_KEY
 from tests.support.openai_server import (

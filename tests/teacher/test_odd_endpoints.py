@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from skillsft.pipeline.teacher.openai_teacher import OpenAITeacher, is_reasoning_model
+from skillsft.pipeline.teacher.openai.teacher import OpenAITeacher, is_reasoning_model
 from skillsft.pipeline.teacher.settings import TeacherSettings
 from tests.support.fixtures import TEST_API_KEY
 from tests.support.openai_server import is_probe

@@ -7,7 +7,7 @@ import pytest
 from skillsft.pipeline.teacher.base import OFFLINE_SOLVERS, TeacherRequest
 from skillsft.pipeline.teacher.factory import make_teacher
 from skillsft.pipeline.teacher.offline import OfflineTeacher
-from skillsft.pipeline.teacher.openai_teacher import OpenAITeacher
+from skillsft.pipeline.teacher.openai.teacher import OpenAITeacher
 from skillsft.pipeline.teacher.pricing import PriceTable
 from skillsft.pipeline.teacher.settings import TeacherSettings, announce
 from tests.support.fixtures import ToyAnswer

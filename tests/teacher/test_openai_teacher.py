@@ -3,8 +3,8 @@
 from pathlib import Path
 from typing import Any
 
-from skillsft.pipeline.teacher import openai_teacher
-from skillsft.pipeline.teacher.openai_teacher import OpenAITeacher, is_reasoning_model
+from skillsft.pipeline.teacher.openai import teacher as openai_teacher
+from skillsft.pipeline.teacher.openai.teacher import OpenAITeacher, is_reasoning_model
 from skillsft.pipeline.teacher.settings import TeacherSettings
 from tests.support.fixtures import TEST_API_KEY, ToyAnswer
 from tests.support.openai_server import FakeOpenAIServer, is_probe

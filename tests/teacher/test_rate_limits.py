@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from skillsft.pipeline.teacher.limits import MinuteWindow
-from skillsft.pipeline.teacher.openai_teacher import OpenAITeacher, parse_reset
+from skillsft.pipeline.teacher.openai.teacher import OpenAITeacher, parse_reset
 from skillsft.pipeline.teacher.settings import TeacherSettings
 from tests.support.fixtures import TEST_API_KEY
 from tests.support.openai_server import FakeOpenAIServer

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from skillsft.pipeline.teacher.openai_teacher import OpenAITeacher
+from skillsft.pipeline.teacher.openai.teacher import OpenAITeacher
 from skillsft.pipeline.teacher.settings import TeacherSettings
 from tests.support.fixtures import TEST_API_KEY
 from tests.support.openai_server import is_probe, schema_answer

@@ -14,7 +14,7 @@ from typing import Any
 
 from skillsft.pipeline.teacher.base import TeacherRequest, TeacherResult
 from skillsft.pipeline.teacher.journal import Journal
-from skillsft.pipeline.teacher.structured import (
+from skillsft.pipeline.teacher.openai.structured import (
     AnswerProblem,
     Messages,
     parse_answer,

@@ -13,8 +13,8 @@ import orjson
 from openai import OpenAI
 from pydantic import BaseModel
 
+from skillsft.pipeline.teacher.openai.structured import Messages, answer_schema
 from skillsft.pipeline.teacher.settings import TeacherSettings
-from skillsft.pipeline.teacher.structured import Messages, answer_schema
 
 CHAT_ENDPOINT = "/v1/chat/completions"
 COMPLETION_WINDOW = "24h"

@@ -45,13 +45,13 @@ from skillsft.pipeline.teacher.batch.provider import (
     ItemOutcome,
     item_line,
 )
-from skillsft.pipeline.teacher.endpoints import redact_url
 from skillsft.pipeline.teacher.journal import Journal, JournalRecord, request_key
-from skillsft.pipeline.teacher.openai_teacher import failed_result, generation_parameters
+from skillsft.pipeline.teacher.openai.endpoints import redact_url
+from skillsft.pipeline.teacher.openai.structured import Messages, answer_schema
+from skillsft.pipeline.teacher.openai.teacher import failed_result, generation_parameters
 from skillsft.pipeline.teacher.pricing import PriceTable
 from skillsft.pipeline.teacher.progress import BatchTracker
 from skillsft.pipeline.teacher.settings import TeacherSettings
-from skillsft.pipeline.teacher.structured import Messages, answer_schema
 
 log = logging.getLogger("skillsft.teacher")
 

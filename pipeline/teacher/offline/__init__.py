@@ -7,9 +7,9 @@ data, and is labelled as a smoke-test corpus in the run summary, report.md and t
 and refused by `publish` without `--allow-offline`.
 """
 
-from skillsft.pipeline.aggregate import MISTAKES_KIND, SKILLS_KIND
-from skillsft.pipeline.distill import KIND as DISTILL_KIND
-from skillsft.pipeline.memories import MEMORY_KIND
+from skillsft.pipeline.stages.aggregate import MISTAKES_KIND, SKILLS_KIND
+from skillsft.pipeline.stages.distill import KIND as DISTILL_KIND
+from skillsft.pipeline.stages.memories import MEMORY_KIND
 from skillsft.pipeline.teacher.base import OFFLINE_SOLVERS, OfflineSolver
 from skillsft.pipeline.teacher.offline.memory import solve_memory
 from skillsft.pipeline.teacher.offline.skills import solve_mistakes, solve_skills

@@ -8,8 +8,12 @@ all three read the environment's `ActionSemantics` tables, never its name.
 import re
 from collections.abc import Sequence
 
-from skillsft.pipeline.causal import AnalysedStep, analyse, chain_backward, goal_step_index
-from skillsft.pipeline.memories import MemoryContext
+from skillsft.pipeline.causal import (
+    AnalysedStep,
+    analyse,
+    chain_backward,
+    goal_step_index,
+)
 from skillsft.pipeline.mistakes import EpisodeView, detect_mistakes
 from skillsft.pipeline.placeholders import (
     Abstractor,
@@ -17,6 +21,7 @@ from skillsft.pipeline.placeholders import (
     planning_pattern,
     register_values,
 )
+from skillsft.pipeline.stages.memories import MemoryContext
 from skillsft.schemas.memory_answers import MemoryAnswer, MistakeAnswer, RefinedStepAnswer
 
 

@@ -12,8 +12,8 @@ from typing import Any
 
 import orjson
 
-from skillsft.pipeline.aggregate import AggregateContext
-from skillsft.pipeline.prompt_profiles import naturalise
+from skillsft.pipeline.envs.prompt_profiles import naturalise
+from skillsft.pipeline.stages.aggregate import AggregateContext
 from skillsft.schemas.memory_answers import MistakeDraft, MistakesAnswer, SkillDraft, SkillsAnswer
 
 _PARENTHESISED = re.compile(r"\([^)]*\)")

@@ -22,7 +22,7 @@ from datasets.info import DatasetInfosDict
 from datasets.utils.metadata import MetadataConfigs
 from huggingface_hub import DatasetCard
 
-from skillsft.pipeline.teacher.endpoints import split_urls
+from skillsft.pipeline.teacher.openai.endpoints import split_urls
 from skillsft.schemas.report import SMOKE_TEST_NOTE, RunReport
 
 TASK_CATEGORIES = ("text-generation",)

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import httpx2
 
 from skillsft.pipeline.errors import ConfigError
-from skillsft.pipeline.teacher.endpoints import redact_url, scrub, url_with_path
+from skillsft.pipeline.teacher.openai.endpoints import redact_url, scrub, url_with_path
 
 CONNECT_DEADLINE_S = 5.0
 ANSWER_DEADLINE_S = 15.0

@@ -10,9 +10,9 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from skillsft.pipeline import jsonio
 from skillsft.pipeline.errors import InputError
-from skillsft.pipeline.file_kinds import check_kind
+from skillsft.pipeline.formats import jsonio
+from skillsft.pipeline.formats.file_kinds import check_kind
 from skillsft.schemas import Reject, SearchTrajectorySet, TrajectorySet
 
 TrajectoryRecord = TrajectorySet | SearchTrajectorySet

@@ -18,8 +18,8 @@ import math
 from dataclasses import dataclass, field
 
 from skillsft.pipeline.errors import MalformedRollout
-from skillsft.pipeline.parsing.admissible import PREFIX as ADMISSIBLE_PREFIX
-from skillsft.pipeline.parsing.admissible import split_admissible
+from skillsft.pipeline.formats.rollouts.admissible import PREFIX as ADMISSIBLE_PREFIX
+from skillsft.pipeline.formats.rollouts.admissible import split_admissible
 
 TASK_MARKER = "Your task is to:"
 BANNER = "-= Welcome to TextWorld, ALFRED! =-"

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from skillsft.pipeline.render import sentence
+from skillsft.pipeline.formats.render import sentence
 from skillsft.schemas.skill_bank import CommonMistake, Skill, SkillBank
 
 if TYPE_CHECKING:

@@ -13,7 +13,7 @@ cares which environment it runs:
 
 Both offer the same methods (`system`, `succeeded`, `build_turns`, `alpaca_records`), so an
 `EnvSpec` simply points at one of them. Templates are plain strings with named fields, kept in
-`pipeline/envs.py` beside the other per-environment data.
+`pipeline/envs/__init__.py` beside the other per-environment data.
 """
 
 import hashlib
@@ -24,8 +24,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from skillsft.pipeline.postchecks import PostCheck, apply_postchecks
-from skillsft.pipeline.turns import TextTurn
+from skillsft.pipeline.envs.postchecks import PostCheck, apply_postchecks
+from skillsft.pipeline.formats.turns import TextTurn
 from skillsft.schemas.conversation import AlpacaRecord, Conversation
 from skillsft.schemas.trajectory import Step
 

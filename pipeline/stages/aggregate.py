@@ -23,8 +23,8 @@ import orjson
 
 from skillsft.pipeline.bank_checks import check_bank
 from skillsft.pipeline.envs import EnvSpec
+from skillsft.pipeline.envs.prompt_profiles import BankShape, CountRange, PromptProfile
 from skillsft.pipeline.errors import SkillsftError
-from skillsft.pipeline.prompt_profiles import BankShape, CountRange, PromptProfile
 from skillsft.pipeline.teacher.base import (
     BatchStats,
     Teacher,

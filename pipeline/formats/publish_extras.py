@@ -16,7 +16,7 @@ from pathlib import Path
 import orjson
 from datasets import Dataset, Features, SplitInfo, Value
 
-from skillsft.pipeline.dataset_card import CardConfig
+from skillsft.pipeline.formats.dataset_card import CardConfig
 
 PREFERENCE_FEATURES = Features(
     {"prompt": Value("string"), "chosen": Value("string"), "rejected": Value("string")}

@@ -32,7 +32,7 @@ from pydantic import ValidationError
 
 from skillsft.pipeline.corpus_metrics import DEFAULT_CUTOFF_LEN, instruction_lengths, skill_use
 from skillsft.pipeline.envs import EnvSpec, get_env
-from skillsft.pipeline.render import BLOCK_TITLE
+from skillsft.pipeline.formats.render import BLOCK_TITLE
 from skillsft.pipeline.skill_selection import SkillSelection
 from skillsft.pipeline.teacher.pricing import PRICES_AS_OF
 from skillsft.schemas.base import OpenModel

@@ -15,10 +15,10 @@ from typing import TYPE_CHECKING
 
 from pydantic import ValidationError
 
-from skillsft.pipeline import jsonio
-from skillsft.pipeline.conversations import LayoutError, RenderOptions, TextTurn
 from skillsft.pipeline.errors import InputError
-from skillsft.pipeline.file_kinds import check_kind
+from skillsft.pipeline.formats import jsonio
+from skillsft.pipeline.formats.conversations import LayoutError, RenderOptions, TextTurn
+from skillsft.pipeline.formats.file_kinds import check_kind
 from skillsft.schemas.conversation import AlpacaRecord, Conversation
 from skillsft.schemas.reject import Reject
 

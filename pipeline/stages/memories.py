@@ -26,8 +26,8 @@ from skillsft.pipeline.causal import (
     match_rule,
 )
 from skillsft.pipeline.envs import EnvSpec
+from skillsft.pipeline.envs.prompt_profiles import PromptProfile
 from skillsft.pipeline.errors import TooManyFailures, check_failure_rate
-from skillsft.pipeline.prompt_profiles import PromptProfile
 from skillsft.pipeline.teacher.base import (
     BatchStats,
     Teacher,
@@ -219,7 +219,7 @@ def system_prompt(profile: PromptProfile) -> str:
 def _profile(spec: EnvSpec) -> PromptProfile:
     if spec.prompts is None:
         raise ValueError(f"environment {spec.name!r} has no prompt profile; add one in "
-                         "pipeline/envs.py")
+                         "pipeline/envs/__init__.py")
     return spec.prompts
 
 

@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Literal
 
-from skillsft.pipeline.turns import TextTurn
+from skillsft.pipeline.formats.turns import TextTurn
 
 VerdictKind = Literal["keep", "drop", "rewrite", "insert"]
 _COUNTER_PREFIX = {"drop": "dropped", "rewrite": "rewritten", "insert": "inserted"}

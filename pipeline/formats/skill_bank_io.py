@@ -13,11 +13,11 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from skillsft.pipeline import jsonio
 from skillsft.pipeline.envs import EnvSpec
 from skillsft.pipeline.errors import InputError
-from skillsft.pipeline.file_kinds import check_kind
-from skillsft.pipeline.memories import check_failure_threshold
+from skillsft.pipeline.formats import jsonio
+from skillsft.pipeline.formats.file_kinds import check_kind
+from skillsft.pipeline.stages.memories import check_failure_threshold
 from skillsft.schemas.memory import Memory
 from skillsft.schemas.reject import Reject
 from skillsft.schemas.skill_bank import SkillBank

@@ -17,8 +17,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
-from skillsft.pipeline.teacher.endpoints import redact_url, scrub, split_urls, url_digest
-from skillsft.pipeline.teacher.preflight import EndpointCheck, EndpointError, check_endpoint
+from skillsft.pipeline.teacher.openai.endpoints import redact_url, scrub, split_urls, url_digest
+from skillsft.pipeline.teacher.openai.preflight import EndpointCheck, EndpointError, check_endpoint
 
 log = logging.getLogger("skillsft.teacher")
 

@@ -10,8 +10,8 @@ lengths and how many records each check dropped.
 from huggingface_hub import DatasetCard
 
 from skillsft.pipeline.corpus_metrics import DEFAULT_CUTOFF_LEN
-from skillsft.pipeline.dataset_card import replace_section
 from skillsft.pipeline.envs import ENVS
+from skillsft.pipeline.formats.dataset_card import replace_section
 from skillsft.pipeline.token_lengths import TokenLengths
 from skillsft.schemas.report import RunReport
 

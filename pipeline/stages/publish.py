@@ -40,20 +40,18 @@ from huggingface_hub import (
 from huggingface_hub.errors import EntryNotFoundError, HfHubHTTPError, RevisionNotFoundError
 from huggingface_hub.utils import build_hf_headers, hf_raise_for_status, http_backoff
 
-from skillsft.pipeline.card_usage import environment_lines, with_usage
 from skillsft.pipeline.corpus_metrics import DEFAULT_CUTOFF_LEN
-from skillsft.pipeline.dataset_card import (
+from skillsft.pipeline.errors import InputError, SkillsftError
+from skillsft.pipeline.formats.card_usage import environment_lines, with_usage
+from skillsft.pipeline.formats.dataset_card import (
     CardConfig,
     add_configs,
     generation_settings,
     merged_card,
     without_empty_stage_rows,
 )
-from skillsft.pipeline.errors import InputError, SkillsftError
-from skillsft.pipeline.publish_extras import export_extras
-from skillsft.pipeline.report import HUB_DIR, Provenance, build_report, load_corpus, load_provenance
-from skillsft.pipeline.token_lengths import TokenLengths, token_lengths
-from skillsft.pipeline.trainer_files import (
+from skillsft.pipeline.formats.publish_extras import export_extras
+from skillsft.pipeline.formats.trainer_files import (
     METADATA_FEATURES,
     METADATA_FOLDER,
     load_bank,
@@ -61,6 +59,14 @@ from skillsft.pipeline.trainer_files import (
     metadata_config_name,
     write_dataset_info,
 )
+from skillsft.pipeline.stages.report import (
+    HUB_DIR,
+    Provenance,
+    build_report,
+    load_corpus,
+    load_provenance,
+)
+from skillsft.pipeline.token_lengths import TokenLengths, token_lengths
 
 log = logging.getLogger("skillsft.publish")
 

@@ -18,10 +18,10 @@ from typing import Any
 
 from tqdm import tqdm
 
-from skillsft.pipeline.dump_kind import check_environment
 from skillsft.pipeline.envs import ENVS, EnvSpec
+from skillsft.pipeline.envs.dump_kind import check_environment
 from skillsft.pipeline.errors import RolloutDirError
-from skillsft.pipeline.parsing.formats import GroupJob, GroupResult, RolloutFormat
+from skillsft.pipeline.formats.rollouts.kinds import GroupJob, GroupResult, RolloutFormat
 from skillsft.pipeline.selection import SelectionOptions
 from skillsft.schemas import Reject
 

@@ -23,8 +23,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from skillsft.pipeline.conversations import LayoutError, RenderOptions, TurnDraft
-from skillsft.pipeline.render import BlockOptions, render_block
+from skillsft.pipeline.formats.conversations import LayoutError, RenderOptions, TurnDraft
+from skillsft.pipeline.formats.render import BlockOptions, render_block
 from skillsft.pipeline.skill_selection import (
     LexicalScorer,
     Scorer,

@@ -9,23 +9,28 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-from skillsft.pipeline import categories
-from skillsft.pipeline.action_semantics import (
+from skillsft.pipeline.envs import categories
+from skillsft.pipeline.envs.action_semantics import (
     ALFWORLD_SEMANTICS,
     SEARCH_SEMANTICS,
     WEBSHOP_SEMANTICS,
     ActionSemantics,
 )
-from skillsft.pipeline.conversations import Layout, SearchLayout, TextLayout
-from skillsft.pipeline.parsing.formats import SEARCH_FORMAT, STEP_FORMAT, RolloutFormat
-from skillsft.pipeline.postchecks import ALFWORLD_CHECKS, WEBSHOP_CHECKS, PostCheck, navigation_back
-from skillsft.pipeline.prompt_profiles import (
+from skillsft.pipeline.envs.postchecks import (
+    ALFWORLD_CHECKS,
+    WEBSHOP_CHECKS,
+    PostCheck,
+    navigation_back,
+)
+from skillsft.pipeline.envs.prompt_profiles import (
     ALFWORLD_PROMPTS,
     SEARCH_PROMPTS,
     WEBSHOP_PROMPTS,
     BankShape,
     PromptProfile,
 )
+from skillsft.pipeline.formats.conversations import Layout, SearchLayout, TextLayout
+from skillsft.pipeline.formats.rollouts.kinds import SEARCH_FORMAT, STEP_FORMAT, RolloutFormat
 
 
 @dataclass(frozen=True)
@@ -39,25 +44,25 @@ class EnvSpec:
     # Where a skill bank keeps this environment's per-category skills.
     bank_category_key: Literal["task_specific_skills", "query_type_skills"]
     # Stages 3-4 (FORMATS.md 7-8): how conversation turns and alpaca records are rendered, and
-    # the checks a turn must pass before it becomes a record (pipeline/postchecks.py).
+    # the checks a turn must pass before it becomes a record (pipeline/envs/postchecks.py).
     layout: Layout | None = None
     postchecks: tuple[PostCheck, ...] = ()
     # Stage 2 (offline memories): what actions need and provide, for causal chaining,
-    # placeholders and mistake detection (pipeline/action_semantics.py).
+    # placeholders and mistake detection (pipeline/envs/action_semantics.py).
     action_semantics: ActionSemantics | None = None
     # A step with at least this reward and `done` is a win (text environments).
     win_reward: float = 10.0
     # Stage 1 (FORMATS.md 1-2): how rollout files are found, parsed and selected
-    # (pipeline/parsing/formats.py); a Search episode is a win when its reward >= win_reward.
+    # (pipeline/formats/rollouts/kinds.py); a Search episode is a win when its reward >= win_reward.
     rollout_format: RolloutFormat = STEP_FORMAT
     # How users name the environment (messages, the skill document), what an agent is doing
-    # when it should load the skill document (pipeline/skill_document.py), and what only its
+    # when it should load the skill document (pipeline/stages/skill_document.py), and what only its
     # rollout files contain (regular expressions, matched per file): stage 1 tells a dump of
-    # another environment by these before any teacher call (pipeline/dump_kind.py).
+    # another environment by these before any teacher call (pipeline/envs/dump_kind.py).
     title: str = ""
     skill_scope: str = ""
     dump_signs: tuple[str, ...] = ()
-    # Stage 2 prompts (pipeline/prompt_profiles.py): what the teacher is told about this
+    # Stage 2 prompts (pipeline/envs/prompt_profiles.py): what the teacher is told about this
     # environment, and how many entries each section of its skill bank should end with.
     prompts: PromptProfile | None = None
     bank_shape: BankShape = BankShape()
@@ -75,7 +80,7 @@ class EnvSpec:
         """The layout stages 3-4 render with; an environment without one cannot get there."""
         if self.layout is None:
             raise ValueError(
-                f"environment {self.name!r} has no turn layout; add one in pipeline/envs.py"
+                f"environment {self.name!r} has no turn layout; add one in pipeline/envs/"
             )
         return self.layout
 

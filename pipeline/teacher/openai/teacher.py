@@ -35,12 +35,12 @@ import openai
 from openai import AsyncOpenAI, DefaultAsyncHttpxClient
 
 from skillsft.pipeline.teacher.base import TeacherRequest, TeacherResult
-from skillsft.pipeline.teacher.endpoint_pool import EndpointPool
-from skillsft.pipeline.teacher.endpoints import redact_url, scrub, split_query, url_digest
 from skillsft.pipeline.teacher.failures import retryable_after, skip_reason
 from skillsft.pipeline.teacher.journal import Journal, JournalRecord, request_key
 from skillsft.pipeline.teacher.limits import AdaptiveLimiter, MinuteWindow
-from skillsft.pipeline.teacher.negotiation import (
+from skillsft.pipeline.teacher.openai.endpoint_pool import EndpointPool
+from skillsft.pipeline.teacher.openai.endpoints import redact_url, scrub, split_query, url_digest
+from skillsft.pipeline.teacher.openai.negotiation import (
     PROBE_MAX_TOKENS,
     PROBE_PROMPT,
     ModeStore,
@@ -48,16 +48,13 @@ from skillsft.pipeline.teacher.negotiation import (
     is_format_refusal,
     mode_is_confirmed,
 )
-from skillsft.pipeline.teacher.preflight import (
+from skillsft.pipeline.teacher.openai.preflight import (
     CONNECT_DEADLINE_S,
     EndpointError,
     status_problem,
     transport_problem,
 )
-from skillsft.pipeline.teacher.pricing import PriceTable
-from skillsft.pipeline.teacher.progress import BatchTracker
-from skillsft.pipeline.teacher.settings import TeacherSettings
-from skillsft.pipeline.teacher.structured import (
+from skillsft.pipeline.teacher.openai.structured import (
     RESPONSE_MODES,
     AnswerProblem,
     Messages,
@@ -68,6 +65,9 @@ from skillsft.pipeline.teacher.structured import (
     reask_messages,
     response_format,
 )
+from skillsft.pipeline.teacher.pricing import PriceTable
+from skillsft.pipeline.teacher.progress import BatchTracker
+from skillsft.pipeline.teacher.settings import TeacherSettings
 
 log = logging.getLogger("skillsft.teacher")
 

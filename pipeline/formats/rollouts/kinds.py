@@ -24,10 +24,10 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from skillsft.pipeline.errors import MalformedRollout
+from skillsft.pipeline.formats.rollouts.search import SearchEpisode, parse_search_rollout
+from skillsft.pipeline.formats.rollouts.steps import Episode, RawStep, parse_step_rollout
+from skillsft.pipeline.formats.rollouts.text import natural_key, read_rollout_text
 from skillsft.pipeline.loops import remove_loops
-from skillsft.pipeline.parsing.search import SearchEpisode, parse_search_rollout
-from skillsft.pipeline.parsing.steps import Episode, RawStep, parse_step_rollout
-from skillsft.pipeline.parsing.text import natural_key, read_rollout_text
 from skillsft.pipeline.selection import (
     EnvLabel,
     SelectionOptions,

@@ -24,8 +24,8 @@ import openai
 import orjson
 from pydantic import BaseModel, ConfigDict
 
-from skillsft.pipeline.teacher.endpoints import redact_url, url_digest
-from skillsft.pipeline.teacher.structured import ENFORCING_MODES, ResponseMode
+from skillsft.pipeline.teacher.openai.endpoints import redact_url, url_digest
+from skillsft.pipeline.teacher.openai.structured import ENFORCING_MODES, ResponseMode
 
 FORMAT_REFUSAL = re.compile(
     r"response_format|json_schema|json_object|structured output|grammar", re.IGNORECASE

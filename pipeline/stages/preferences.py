@@ -24,12 +24,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from skillsft.pipeline import distill
 from skillsft.pipeline.anchors import INITIAL, Anchors, DecisionPoint, find_anchors
-from skillsft.pipeline.conversations import LayoutError, RenderOptions, TurnDraft
 from skillsft.pipeline.episodes import EpisodeGroup, EpisodeRecord, outcomes
-from skillsft.pipeline.render import BlockOptions
+from skillsft.pipeline.formats.conversations import LayoutError, RenderOptions, TurnDraft
+from skillsft.pipeline.formats.render import BlockOptions
 from skillsft.pipeline.skill_selection import LexicalScorer, Scorer, SkillSelection
+from skillsft.pipeline.stages import distill
 from skillsft.pipeline.teacher.base import BatchStats, Teacher, TeacherRequest
 from skillsft.schemas import Reject, TrajectorySet
 from skillsft.schemas.base import StrictModel

@@ -23,8 +23,8 @@ from datasets import Features, List, Value
 from pydantic import ValidationError
 
 from skillsft.pipeline.envs import get_env
-from skillsft.pipeline.render import BlockOptions, shown_item_ids
-from skillsft.pipeline.report import Provenance
+from skillsft.pipeline.formats.render import BlockOptions, shown_item_ids
+from skillsft.pipeline.stages.report import Provenance
 from skillsft.schemas.skill_bank import SkillBank
 
 METADATA_FEATURES = Features({

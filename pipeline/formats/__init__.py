@@ -1,0 +1,1 @@
+"""The files skillsft reads and writes: rollout text, records, conversations, corpus, card."""

@@ -1,0 +1,1 @@
+"""The teacher that calls any OpenAI-compatible chat-completions endpoint."""
