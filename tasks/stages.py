@@ -110,7 +110,7 @@ class GenerateMemories(FromInputs, SelectionParams, TeacherParams, MemoryParams,
         teacher = build_teacher(self, "memory", self.memory_model)
         options = MemoryOptions(all_trajectories=self.all_trajectories, input_name=str(source))
         result = generate_memories(loaded.records, get_env(self.env), options, teacher)
-        result.absorb_load(loaded.rejects, loaded.counts)
+        result.absorb_load(loaded)
         return StageOutput.of(result, jsonio.dumps(result.records), input_name=str(source),
                               rejects_name="memories_rejects.jsonl")
 
@@ -147,7 +147,7 @@ class AggregateSkillBank(FromInputs, SelectionParams, TeacherParams, MemoryParam
         rejects_name = "aggregate_rejects.jsonl"
         if not loaded.records:  # nothing to merge: no teacher call; StageTask.run fails it
             empty: StageResult[Any] = StageResult([], unit="memory records")
-            empty.absorb_load(loaded.rejects, loaded.counts)
+            empty.absorb_load(loaded)
             return StageOutput.of(empty, b"", input_name=inputs, rejects_name=rejects_name)
         teacher = build_teacher(self, "aggregate", self.aggregate_model)
         shape = BankShape(CountRange.parse(self.general_skills),
@@ -163,7 +163,7 @@ class AggregateSkillBank(FromInputs, SelectionParams, TeacherParams, MemoryParam
             lines = rejects_lines([*loaded.rejects, *failed])
             return StageOutput(payload=b"", side_files={rejects_name: lines}, failure=error,
                                rejects_name=rejects_name)
-        result.absorb_load(loaded.rejects, loaded.counts)
+        result.absorb_load(loaded)
         (bank,) = result.records
         return StageOutput.of(result, jsonio.dumps(bank.model_dump(mode="json", exclude_none=True)),
                               input_name=inputs, rejects_name=rejects_name)
@@ -216,7 +216,7 @@ class Distill(FromInputs, SelectionParams, TeacherParams, MemoryParams, Aggregat
             skills=self.skill_selection(),
         )
         result = distill(loaded.records, spec, options, teacher, bank, self.scorer())
-        result.absorb_load(loaded.rejects, loaded.counts)
+        result.absorb_load(loaded)
         return StageOutput.of(result, jsonio.dumps(result.records), input_name=str(inputs[0]),
                               rejects_name="distill_rejects.jsonl")
 
@@ -248,7 +248,7 @@ class Flatten(FromInputs, SelectionParams, TeacherParams, MemoryParams, Aggregat
             input_name=str(path),
         )
         result = flatten(loaded.records, spec, options)
-        result.absorb_load(loaded.rejects, loaded.counts)
+        result.absorb_load(loaded)
         stem = self.output_file().stem
         provenance_name = f"{stem.removesuffix('_data')}_provenance.jsonl"
         return StageOutput.of(

@@ -15,10 +15,11 @@ skipped by choice and turns dropped by post-checks are listed too, but do not co
 `rejected`. The failure rule (`outcome.py`) reads only the three fixed counters.
 """
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
+from skillsft.pipeline.formats.record_files import LoadedRecords
 from skillsft.pipeline.teacher.base import BatchStats
 from skillsft.schemas import Reject
 
@@ -54,13 +55,13 @@ class StageResult(Generic[T]):
     def rejected(self) -> int:
         return self.counts.get(REJECTED, 0)
 
-    def absorb_load(self, rejects: Sequence[Reject], counts: Mapping[str, int]) -> None:
+    def absorb_load(self, loaded: LoadedRecords[Any]) -> None:
         """Put the loader's rejects (records that did not validate) in front of this result's:
         each was an input that failed, so `inputs` and `rejected` grow by their number."""
-        self.rejects[:0] = rejects
-        merged = {**counts, **self.counts}
-        merged[INPUTS] = self.inputs + len(rejects)
-        merged[REJECTED] = self.rejected + len(rejects)
+        self.rejects[:0] = loaded.rejects
+        merged = {**loaded.counts, **self.counts}
+        merged[INPUTS] = self.inputs + len(loaded.rejects)
+        merged[REJECTED] = self.rejected + len(loaded.rejects)
         self.counts = dict(sorted(merged.items()))
 
 
