@@ -13,9 +13,10 @@ Flags: for each name (`history`, `rollout_dir`), the files under those folders t
 in one of these representations, and which ones they are:
 a command-line flag (`--history`), an environment variable (`SKILLSFT_HISTORY`), a Luigi
 parameter (`history = luigi...Parameter`), a dataclass/pydantic field (`history: int`), a dict
-key (`"history"`), a keyword argument (`history=`), an attribute (`.history`). It is a text heuristic: a field or variable of the same name
-with another meaning (a conversation's rendered `history`) counts too, so compare runs of
-this script, not its figures with a hand count.
+key (`"history"`), a keyword argument (`history=`), an attribute (`.history`). It is a text
+heuristic: a field or variable of the same name with another meaning (a conversation's
+rendered `history`) counts too, so compare runs of this script, not its figures with a hand
+count.
 """
 
 import argparse
