@@ -5,7 +5,7 @@ search.py); the types they fill in and the machinery that reads them are shared 
 categories.py, action_semantics.py, prompt_profiles.py, postchecks.py, text_turns.py,
 dump_kind.py, thought_checks.py). Stage and task code looks an environment up here by name and
 never branches on it, so a fourth environment is one new module and one line in `ENVS`
-(tests/pipeline/test_fourth_env.py registers one from a test module).
+(tests/envs/test_fourth_env.py registers one from a test module).
 """
 
 from skillsft.pipeline.envs import alfworld, search, webshop
