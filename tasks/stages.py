@@ -22,6 +22,7 @@ from skillsft.tasks.params import (
     AggregateParams,
     CardParams,
     DistillParams,
+    EnvParameter,
     FailureParams,
     MemoryParams,
     SelectionParams,
@@ -297,7 +298,7 @@ class RunEnv(SelectionParams, TeacherParams, MemoryParams, AggregateParams, Dist
              CardParams, luigi.WrapperTask):
     """Everything for one environment: the task `skillsft run <env>` builds."""
 
-    env = luigi.ChoiceParameter(choices=["alfworld", "webshop", "search"], var_type=str)
+    env = EnvParameter()
     work_dir = luigi.Parameter()
     skill_bank = luigi.Parameter(default="")
     repo_id = luigi.Parameter(default="")

@@ -199,7 +199,7 @@ def system_prompt(profile: PromptProfile) -> str:
 def _profile(spec: EnvSpec) -> PromptProfile:
     if spec.prompts is None:
         raise ValueError(f"environment {spec.name!r} has no prompt profile; add one in "
-                         "pipeline/envs/__init__.py")
+                         "its module in pipeline/envs/")
     return spec.prompts
 
 

@@ -185,7 +185,7 @@ def test_determinism_and_empty_categories_cost_no_call(shared_dir):
 def test_twenty_thousand_memories_over_http(shared_dir, tmp_path):
     from skillsft.pipeline.teacher import settings as settings_module
     from skillsft.pipeline.teacher.openai import teacher as teacher_module
-    from tests.support import openai_server as server_module
+    from skillsft.testing import openai_server as server_module
     largest = [0]
     answer_numbers = itertools.count()
 

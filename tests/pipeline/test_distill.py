@@ -6,13 +6,16 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from skillsft.pipeline.envs import ALFWORLD
+from skillsft.pipeline.envs import get_env
 from skillsft.pipeline.stages.distill import DistillOptions, distill, split_windows
 from skillsft.pipeline.teacher.base import BatchStats, TeacherRequest, TeacherResult
 from skillsft.pipeline.teacher.offline import OfflineTeacher
 from skillsft.schemas.distill_answers import thoughts_answer_model
 from skillsft.schemas.skill_bank import SkillBank
 from skillsft.schemas.trajectory import Step, TrajectorySet
+
+ALFWORLD = get_env("alfworld")
+WEBSHOP = get_env("webshop")
 
 
 def test_windows_cover_every_step_once_with_overlap_context() -> None:
@@ -158,7 +161,6 @@ def test_failed_episodes_are_skipped_unless_asked() -> None:
 def test_webshop_navigation_back_is_inserted_before_the_teacher_writes_thoughts() -> None:
     """After click[description] the agent must go back before buying; the inserted turn and
     the resumed one are both shown to the teacher, so each thought fits its own page."""
-    from skillsft.pipeline.envs import WEBSHOP
     from skillsft.pipeline.stages.flatten import flatten
 
     page = ["click[< prev]", "click[description]", "click[buy now]"]

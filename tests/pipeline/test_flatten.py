@@ -3,7 +3,7 @@
 from collections import Counter
 from pathlib import Path
 
-from skillsft.pipeline.envs import ALFWORLD, SEARCH, WEBSHOP
+from skillsft.pipeline.envs import get_env
 from skillsft.pipeline.envs.postchecks import (
     admissible_action,
     apply_postchecks,
@@ -14,6 +14,10 @@ from skillsft.pipeline.envs.postchecks import (
 from skillsft.pipeline.formats.conversations import TextTurn
 from skillsft.pipeline.stages.flatten import FlattenOptions, flatten
 from skillsft.schemas.conversation import Conversation
+
+ALFWORLD = get_env("alfworld")
+SEARCH = get_env("search")
+WEBSHOP = get_env("webshop")
 
 TAIL = (
     "\n\nNow it's your turn to take an action.\n"

@@ -35,8 +35,8 @@ from skillsft.pipeline.teacher.base import TeacherRequest
 from skillsft.pipeline.teacher.offline import OfflineTeacher
 from skillsft.pipeline.teacher.openai.teacher import OpenAITeacher
 from skillsft.pipeline.teacher.settings import TeacherSettings
+from skillsft.testing.openai_server import is_probe
 from tests.support.fixtures import TEST_API_KEY
-from tests.support.openai_server import is_probe
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "rollouts"
 GOLDEN = Path(__file__).resolve().parents[1] / "golden"
