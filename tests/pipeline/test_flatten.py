@@ -216,11 +216,11 @@ def test_real_alfworld_sample_round_trips_through_distill_and_flatten() -> None:
     from skillsft.schemas.skill_bank import SkillBank
 
     sample = Path(__file__).resolve().parents[2] / "examples" / "rollouts" / "alfworld"
-    parsed = parse_rollouts(ALFWORLD, sample)
+    parsed = parse_rollouts(sample, ALFWORLD)
     bank = SkillBank.model_validate({"general_skills": [], "task_specific_skills": {}})
-    distilled = distill(parsed.records, ALFWORLD, bank, OfflineTeacher(show_progress=False))
-    result = flatten(distilled.conversations, ALFWORLD)
-    assert distilled.conversations
+    distilled = distill(parsed.records, ALFWORLD, None, OfflineTeacher(show_progress=False), bank)
+    result = flatten(distilled.records, ALFWORLD)
+    assert distilled.records
     dropped = result.counts.get("dropped_action_not_admissible", 0)
     # Nothing unreadable: the only rejects are the listed post-check drops, one per turn.
     assert [r.reason for r in result.rejects] == ["action_not_admissible"] * dropped
