@@ -17,10 +17,15 @@ from typing import Any, ClassVar
 import luigi
 import orjson
 
-from skillsft.pipeline.stages.outcome import DEFAULT_MAX_FAILURE_RATE, StageOutcome, check_outcome
+from skillsft.pipeline.envs import ENVS
+from skillsft.pipeline.formats import jsonio
+from skillsft.pipeline.options import declared_values, shaping_values
+from skillsft.pipeline.stages.outcome import FailureRule, StageOutcome, check_outcome
+from skillsft.schemas import Reject
 from skillsft.tasks.failures import record_failure
-from skillsft.tasks.params import EnvParams
+from skillsft.tasks.options_param import OptionsParameter, TaskListParameter
 from skillsft.tasks.targets import StageTarget, write_bytes_atomically
+from skillsft.tasks.teacher import TeacherParameter, TeacherPlan
 
 # Bumped when a stage's own logic changes in a way that changes its output.
 CODE_VERSION = "1"
@@ -100,14 +105,38 @@ def _signature_of_tree(root: Path) -> str:
     return digest.hexdigest()
 
 
-class StageTask(EnvParams, luigi.Task):
-    """Base of every stage: subclasses set `output_name` and implement `compute()`."""
+# Rejects lines for items a stage chose not to use (selection): listed, but not failures.
+SKIP_PREFIX = "skipped_"
+
+
+def rejects_lines(rejects: list[Reject]) -> bytes:
+    return jsonio.dumps_lines(rejects)
+
+
+class InputFile(luigi.ExternalTask):
+    """A file made outside the graph (a user's memories, skill bank, trajectories); it counts in
+    the fingerprint of the task reading it by content, under `role` (else its name)."""
+
+    path = luigi.Parameter()
+    role = luigi.Parameter(default="", significant=False)
+
+    def output(self) -> luigi.LocalTarget:
+        return luigi.LocalTarget(self.path)
+
+
+class StageTask(luigi.Task):
+    """Base of every stage: subclasses set `output_name` and implement `compute()`.
+
+    A stage carries only what it reads: its inputs (upstream task instances or `InputFile`s,
+    composed by skillsft/graph.py) and its own options objects (`OptionsParameter`s). Its
+    fingerprint holds the shaping fields of those objects; the rest reaches it through the
+    upstream fingerprints, so a distill-only knob never invalidates stage 2."""
 
     output_name: ClassVar[str]
-    # The parameters this stage's own output depends on; the rest reach it through the
-    # upstream fingerprints. A distill-only knob then never invalidates stage 2.
-    shaping_params: ClassVar[tuple[str, ...]] = ()
+    env = luigi.ChoiceParameter(choices=sorted(ENVS), var_type=str)
+    work_dir = luigi.Parameter()
     output_path = luigi.Parameter(default="", significant=False)
+    inputs = TaskListParameter(default=())
 
     # -- what a subclass provides -------------------------------------------------------------
     def compute(self) -> StageOutput:
@@ -119,12 +148,31 @@ class StageTask(EnvParams, luigi.Task):
 
     def external_signatures(self) -> dict[str, str]:
         """Content signatures of inputs from outside the graph (files, folders)."""
-        return {}
+        files = [dep for dep in luigi.task.flatten(self.requires()) if isinstance(dep, InputFile)]
+        return {dep.role or f"{Path(dep.path).name}#{i}": hash_file(Path(dep.path))
+                for i, dep in enumerate(files)}
 
     # -- fingerprint --------------------------------------------------------------------------
+    def requires(self) -> Any:
+        return list(self.inputs)
+
+    def input_files(self) -> list[Path]:
+        return [Path(target.path) for target in luigi.task.flatten(self.input())]
+
+    def options(self) -> dict[str, Any]:
+        """This task's options objects, by parameter name."""
+        return {name: getattr(self, name) for name, param in self.get_params()
+                if isinstance(param, OptionsParameter) and not isinstance(param, TeacherParameter)}
+
     def fingerprinted_params(self) -> dict[str, Any]:
-        params = self.to_str_params(only_significant=True)
-        return {k: params[k] for k in sorted(("env", *self.shaping_params)) if k in params}
+        """The shaping fields of this task's teacher and options, by option name."""
+        params: dict[str, Any] = {"env": self.env}
+        teacher = getattr(self, "teacher", None)
+        if isinstance(teacher, TeacherPlan):
+            params.update(teacher.shaping(self.stage_name()))
+        for options in self.options().values():
+            params.update(shaping_values(options))
+        return dict(sorted(params.items()))
 
     def upstream_tasks(self) -> list["StageTask"]:
         deps = luigi.task.flatten(self.requires())
@@ -167,8 +215,8 @@ class StageTask(EnvParams, luigi.Task):
         if result.failure is not None:
             raise result.failure
         if result.outcome is not None:
-            rate = getattr(self, "max_failure_rate", DEFAULT_MAX_FAILURE_RATE)
-            check_outcome(result.outcome, rate, str(folder / result.rejects_name))
+            rule = getattr(self, "failure", FailureRule())
+            check_outcome(result.outcome, rule.max_failure_rate, str(folder / result.rejects_name))
         for name, data in result.side_files.items():
             if name != result.rejects_name:
                 write_bytes_atomically(folder / name, data)
@@ -178,6 +226,7 @@ class StageTask(EnvParams, luigi.Task):
                 "task": self.get_task_family(),
                 "stage": self.stage_name(),
                 "params": self.fingerprinted_params(),
+                "options": {name: declared_values(value) for name, value in self.options().items()},
                 "versions": self.version_tags(),
                 "counts": result.counts,
                 "teacher": result.teacher,

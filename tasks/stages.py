@@ -1,14 +1,14 @@
 """One thin Luigi task per stage; each reads its inputs, calls one pipeline function, returns bytes.
 
-Graph (run): ParseRollouts -> GenerateMemories -> AggregateSkillBank -> Distill -> Flatten
--> BuildReport (-> PublishCorpus when a repo id is given), wrapped by RunEnv. With
-`--skill-bank FILE` stage 2 is left out and Distill reads that file. Single-stage commands
-build the same tasks with `input_paths` pointing at user files instead of upstream tasks.
+Graph (run, composed by skillsft/graph.py): ParseRollouts -> GenerateMemories ->
+AggregateSkillBank -> Distill -> Flatten -> BuildReport (tasks/report.py; -> PublishCorpus when
+a repo id is given), wrapped by RunEnv (tasks/run.py). With `--skill-bank FILE` stage 2 is left
+out and Distill reads that file. Single-stage commands build the same tasks with `InputFile`s
+for inputs instead of upstream tasks.
 """
 
 import sys
 from pathlib import Path
-from typing import Any
 
 import luigi
 
@@ -17,80 +17,40 @@ from skillsft.pipeline.errors import InputError
 from skillsft.pipeline.formats import jsonio
 from skillsft.pipeline.formats.file_kinds import check_kind
 from skillsft.pipeline.formats.records import load_trajectory_records
-from skillsft.pipeline.stages.outcome import StageOutcome
+from skillsft.pipeline.selection import SelectionOptions
+from skillsft.pipeline.stages.aggregate import AggregateOptions
+from skillsft.pipeline.stages.distill import DistillOptions
+from skillsft.pipeline.stages.flatten import FlattenOptions
+from skillsft.pipeline.stages.memories import MemoryOptions
+from skillsft.pipeline.stages.outcome import FailureRule, StageOutcome
 from skillsft.schemas import Reject
-from skillsft.tasks.base import StageOutput, StageTask, hash_file, signature_of_tree
-from skillsft.tasks.params import (
-    RENDERING,
-    SELECTION,
-    AggregateParams,
-    CardParams,
-    DistillParams,
-    FailureParams,
-    MemoryParams,
-    SelectionParams,
-    TeacherParams,
+from skillsft.tasks.base import (
+    SKIP_PREFIX,
+    StageOutput,
+    StageTask,
+    rejects_lines,
+    signature_of_tree,
 )
-from skillsft.tasks.teacher import build_teacher, stats_to_dict
+from skillsft.tasks.options_param import OptionsParameter
+from skillsft.tasks.teacher import TeacherParameter, build_teacher, scorer_for, stats_to_dict
 
 
-class InputFile(luigi.ExternalTask):
-    """A file made outside the graph (a user's memories, skill bank, trajectories)."""
-
-    path = luigi.Parameter()
-
-    def output(self) -> luigi.LocalTarget:
-        return luigi.LocalTarget(self.path)
-
-
-class FromInputs:
-    """Mixin: read `input_paths` when given, else the output of the upstream stage task."""
-
-    input_paths = luigi.ListParameter(default=(), significant=False)
-
-    def upstream(self) -> luigi.Task:
-        raise NotImplementedError
-
-    def requires(self) -> Any:
-        if self.input_paths:
-            return [InputFile(path=p) for p in self.input_paths]
-        return [self.upstream()]
-
-    def input_files(self) -> list[Path]:
-        return [Path(target.path) for target in luigi.task.flatten(self.input())]
-
-    def external_signatures(self) -> dict[str, str]:
-        return {Path(p).name + f"#{i}": hash_file(Path(p)) for i, p in enumerate(self.input_paths)}
-
-
-# Rejects lines for items a stage chose not to use (selection): listed, but not failures.
-SKIP_PREFIX = "skipped_"
-
-
-def rejects_lines(rejects: list[Reject]) -> bytes:
-    return jsonio.dumps_lines(rejects)
-
-
-class ParseRollouts(SelectionParams, FailureParams, StageTask):
+class ParseRollouts(StageTask):
     stage = "parse"
+    failure = OptionsParameter(FailureRule)
     output_name = "processed_trajectories.json"
-    shaping_params = SELECTION
-
-    def requires(self) -> list[luigi.Task]:
-        return []
+    # The only task that reads the rollout folder for the SFT corpus (checked by the CLI).
+    rollout_dir = luigi.Parameter(default="")
+    selection = OptionsParameter(SelectionOptions)
 
     def external_signatures(self) -> dict[str, str]:
         return {"rollout_dir": signature_of_tree(Path(self.rollout_dir))}
 
     def compute(self) -> StageOutput:
-        from skillsft.pipeline.selection import SelectionOptions, SourceRange
         from skillsft.pipeline.stages.parse import parse_rollouts
 
-        options = SelectionOptions(
-            search_source_ranges=tuple(SourceRange.parse(r) for r in self.source_ranges),
-            **{name: getattr(self, name) for name in SELECTION if name != "source_ranges"},
-        )
-        result = parse_rollouts(get_env(self.env), Path(self.rollout_dir), options, progress=True)
+        result = parse_rollouts(get_env(self.env), Path(self.rollout_dir), self.selection,
+                                progress=True)
         for notice in result.notices:
             print(f"skillsft: parse: {notice}", file=sys.stderr)
         files = result.counts.get("files_seen", 0)
@@ -106,15 +66,12 @@ class ParseRollouts(SelectionParams, FailureParams, StageTask):
         )
 
 
-class GenerateMemories(FromInputs, SelectionParams, TeacherParams, MemoryParams, StageTask):
+class GenerateMemories(StageTask):
     stage = "memories"
+    failure = OptionsParameter(FailureRule)
     output_name = "generated_memories.json"
-    shaping_params = ("teacher", "base_url", "base_url_digest", "memory_model",
-                      "max_output_tokens",
-                      "all_trajectories")
-
-    def upstream(self) -> luigi.Task:
-        return self.clone(ParseRollouts)
+    teacher = TeacherParameter()
+    memories = OptionsParameter(MemoryOptions)
 
     def version_tags(self) -> dict[str, str]:
         from skillsft.pipeline.stages.memories import PROMPT_VERSIONS
@@ -122,7 +79,9 @@ class GenerateMemories(FromInputs, SelectionParams, TeacherParams, MemoryParams,
         return {f"prompt/{k}": v for k, v in PROMPT_VERSIONS.items()}
 
     def compute(self) -> StageOutput:
-        from skillsft.pipeline.stages.memories import MemoryOptions, generate_memories
+        from dataclasses import replace
+
+        from skillsft.pipeline.stages.memories import generate_memories
 
         source = self.input_files()[0]
         records = jsonio.load(source)
@@ -130,9 +89,9 @@ class GenerateMemories(FromInputs, SelectionParams, TeacherParams, MemoryParams,
         if not isinstance(records, list):
             raise InputError(f"{source}: expected a JSON list of processed trajectories "
                              "(docs/formats.md, 'Processed trajectories')")
-        teacher = build_teacher(self, "memory", self.memory_model)
+        teacher = build_teacher(self.teacher, self.stage, Path(self.work_dir))
         # The threshold is applied by StageTask.run after the rejects file is written.
-        options = MemoryOptions(all_trajectories=self.all_trajectories, failure_threshold=1.0)
+        options = replace(self.memories, failure_threshold=1.0)
         # It validates each record itself (a bad one is a failure with its reason).
         result = generate_memories(records, get_env(self.env), teacher, options)
         rejects = [
@@ -155,16 +114,12 @@ class GenerateMemories(FromInputs, SelectionParams, TeacherParams, MemoryParams,
         )
 
 
-class AggregateSkillBank(FromInputs, SelectionParams, TeacherParams, MemoryParams,
-                         AggregateParams, StageTask):
+class AggregateSkillBank(StageTask):
     stage = "aggregate"
+    failure = OptionsParameter(FailureRule)
     output_name = "skill_bank.json"
-    shaping_params = ("teacher", "base_url", "base_url_digest", "aggregate_model",
-                      "max_output_tokens", "batch_size", "general_skills", "category_skills",
-                      "common_mistakes")
-
-    def upstream(self) -> luigi.Task:
-        return self.clone(GenerateMemories)
+    teacher = TeacherParameter()
+    aggregate = OptionsParameter(AggregateOptions)
 
     def version_tags(self) -> dict[str, str]:
         from skillsft.pipeline.stages.aggregate import PROMPT_VERSIONS
@@ -172,13 +127,8 @@ class AggregateSkillBank(FromInputs, SelectionParams, TeacherParams, MemoryParam
         return {f"prompt/{k}": v for k, v in PROMPT_VERSIONS.items()}
 
     def compute(self) -> StageOutput:
-        from skillsft.pipeline.envs.prompt_profiles import BankShape, CountRange
         from skillsft.pipeline.formats.skill_bank_io import load_memory_files
-        from skillsft.pipeline.stages.aggregate import (
-            AggregateOptions,
-            AggregationError,
-            aggregate_memories,
-        )
+        from skillsft.pipeline.stages.aggregate import AggregationError, aggregate_memories
 
         spec = get_env(self.env)
         inputs = ", ".join(map(str, self.input_files()))
@@ -190,15 +140,9 @@ class AggregateSkillBank(FromInputs, SelectionParams, TeacherParams, MemoryParam
         if not loaded.memories:  # nothing to merge: no teacher call; StageTask.run fails it
             return StageOutput(payload=b"", side_files=side_files, outcome=outcome,
                                rejects_name="aggregate_rejects.jsonl")
-        teacher = build_teacher(self, "aggregate", self.aggregate_model)
-        shape = BankShape(CountRange.parse(self.general_skills),
-                          CountRange.parse(self.category_skills),
-                          CountRange.parse(self.common_mistakes))
+        teacher = build_teacher(self.teacher, self.stage, Path(self.work_dir))
         try:
-            result = aggregate_memories(
-                loaded.memories, spec, teacher,
-                AggregateOptions(batch_size=self.batch_size, shape=shape),
-            )
+            result = aggregate_memories(loaded.memories, spec, teacher, self.aggregate)
         except AggregationError as error:
             failed = [Reject(stage=self.stage, file=inputs, reason="teacher_error",
                              step=request_id, detail=f"aggregation call {request_id}: {message}")
@@ -217,53 +161,34 @@ class AggregateSkillBank(FromInputs, SelectionParams, TeacherParams, MemoryParam
         )
 
 
-class Distill(FromInputs, SelectionParams, TeacherParams, MemoryParams, AggregateParams,
-              DistillParams, StageTask):
+class Distill(StageTask):
+    """Inputs: the processed trajectories, then the skill bank."""
+
     stage = "distill"
+    failure = OptionsParameter(FailureRule)
     output_name = "distilled_trajectories.json"
-    shaping_params = ("teacher", "base_url", "base_url_digest", "distill_model",
-                      "max_output_tokens", *RENDERING)
-    skill_bank = luigi.Parameter(default="")
-
-    def upstream(self) -> luigi.Task:
-        return self.clone(ParseRollouts)
-
-    def requires(self) -> list[luigi.Task]:
-        bank = InputFile(path=self.skill_bank) if self.skill_bank else self.clone(
-            AggregateSkillBank)
-        return [*super().requires(), bank]
-
-    def external_signatures(self) -> dict[str, str]:
-        signatures = super().external_signatures()
-        if self.skill_bank:
-            signatures["skill_bank"] = hash_file(Path(self.skill_bank))
-        return signatures
+    teacher = TeacherParameter()
+    distill = OptionsParameter(DistillOptions)
 
     def version_tags(self) -> dict[str, str]:
         from skillsft.pipeline.stages.distill import PROMPT_VERSION
 
         return {"prompt/distill": PROMPT_VERSION}
 
-    def fingerprinted_params(self) -> dict[str, Any]:
-        return dict(sorted({**super().fingerprinted_params(), **self.selection_params()}.items()))
-
     def compute(self) -> StageOutput:
-        from skillsft.pipeline.formats.conversations import RenderOptions
+        from dataclasses import replace
+
         from skillsft.pipeline.formats.skill_bank_io import load_skill_bank
-        from skillsft.pipeline.stages.distill import DistillOptions, distill
+        from skillsft.pipeline.stages.distill import distill
 
         spec = get_env(self.env)
         *inputs, bank_path = self.input_files()
         loaded = load_trajectory_records(inputs[0], self.stage)
         bank = load_skill_bank(bank_path, spec)
-        teacher = build_teacher(self, "distill", self.distill_model)
-        options = DistillOptions(
-            render=RenderOptions(history=self.history, seed=self.seed,
-                                 search_information=self.keep_information),
-            input_name=str(inputs[0]),
-            skills=self.skill_selection(),
-        )
-        result = distill(loaded.records, spec, bank, teacher, options, self.scorer())
+        teacher = build_teacher(self.teacher, self.stage, Path(self.work_dir))
+        options = replace(self.distill, input_name=str(inputs[0]))
+        scorer = scorer_for(options.skills, self.teacher, Path(self.work_dir))
+        result = distill(loaded.records, spec, bank, teacher, options, scorer)
         rejects = loaded.rejects + result.failures
         attempted = result.counts.get("trajectories_attempted", 0) + len(loaded.rejects)
         return StageOutput(
@@ -278,31 +203,24 @@ class Distill(FromInputs, SelectionParams, TeacherParams, MemoryParams, Aggregat
         )
 
 
-class Flatten(FromInputs, SelectionParams, TeacherParams, MemoryParams, AggregateParams,
-              DistillParams, StageTask):
+class Flatten(StageTask):
     stage = "flatten"
-    shaping_params = ("history",)  # the records' layout; seed and information live upstream
-    skill_bank = luigi.Parameter(default="")
+    failure = OptionsParameter(FailureRule)
+    flatten = OptionsParameter(FlattenOptions)
 
     @property
     def output_name(self) -> str:  # type: ignore[override]
         return f"{self.env}_sft_data.json"
 
-    def upstream(self) -> luigi.Task:
-        return self.clone(Distill)
-
     def compute(self) -> StageOutput:
-        from skillsft.pipeline.formats.conversations import RenderOptions
-        from skillsft.pipeline.stages.flatten import FlattenOptions, flatten, load_conversations
+        from dataclasses import replace
+
+        from skillsft.pipeline.stages.flatten import flatten, load_conversations
 
         spec = get_env(self.env)
         path = self.input_files()[0]
         conversations, unreadable = load_conversations(path)
-        options = FlattenOptions(
-            render=RenderOptions(history=self.history, seed=self.seed,
-                                 search_information=self.keep_information),
-            input_name=str(path),
-        )
+        options = replace(self.flatten, input_name=str(path))
         result = flatten(conversations, spec, options)
         result.rejects[:0] = unreadable
         # A dropped turn is listed but is the post-checks' job, not a failure of the stage.
@@ -325,61 +243,6 @@ class Flatten(FromInputs, SelectionParams, TeacherParams, MemoryParams, Aggregat
                                  len(result.records), result.rejects),
             rejects_name="flatten_rejects.jsonl",
         )
-
-
-class BuildReport(Flatten):
-    """report.json + report.md from every manifest; re-made whenever the corpus changes."""
-
-    stage = "report"
-    output_name = "report.json"  # type: ignore[assignment]
-    shaping_params = ("cutoff_len",)
-    preferences = luigi.BoolParameter(default=False)  # also preference pairs
-
-    def requires(self) -> list[luigi.Task]:
-        from skillsft.tasks.preferences import PreferencePairs, SkillDocument
-
-        extras = [self.clone(PreferencePairs)] if self.preferences else []
-        return [self.clone(Flatten), self.clone(SkillDocument), *extras]
-
-    def compute(self) -> StageOutput:
-        from skillsft.pipeline.stages.report import build_report, render_report_md
-        from skillsft.tasks.preferences import PreferencePairs
-
-        if not self.preferences:
-            # Pairs an earlier run made from other settings are retired, so that neither this
-            # report nor a publish presents them with this corpus (their teacher answers stay
-            # in the journal: asking for them again costs nothing).
-            stale = self.clone(PreferencePairs).output()
-            stale.invalidate()
-            Path(stale.path).unlink(missing_ok=True)
-        report = build_report(Path(self.work_dir), self.env, self.cutoff_len)
-        return StageOutput(
-            payload=jsonio.dumps(report),
-            side_files={"report.md": render_report_md(report).encode()},
-        )
-
-
-class RunEnv(SelectionParams, TeacherParams, MemoryParams, AggregateParams, DistillParams,
-             CardParams, luigi.WrapperTask):
-    """Everything for one environment: the task `skillsft run <env>` builds."""
-
-    env = luigi.ChoiceParameter(choices=["alfworld", "webshop", "search"], var_type=str)
-    work_dir = luigi.Parameter()
-    skill_bank = luigi.Parameter(default="")
-    repo_id = luigi.Parameter(default="")
-    private = luigi.BoolParameter(default=False)
-    revision = luigi.Parameter(default="")
-    validation_fraction = luigi.FloatParameter(default=0.0)
-    preferences = luigi.BoolParameter(default=False)
-    allow_offline = luigi.BoolParameter(default=False)
-
-    def requires(self) -> list[luigi.Task]:
-        wanted: list[luigi.Task] = [self.clone(BuildReport)]
-        if self.repo_id:
-            from skillsft.tasks.publish import PublishCorpus
-
-            wanted.append(self.clone(PublishCorpus))
-        return wanted
 
 
 SINGLE_STAGE_TASKS: dict[str, type[StageTask]] = {

@@ -11,7 +11,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Annotated
 
 from pydantic import ValidationError
 
@@ -19,6 +19,7 @@ from skillsft.pipeline.errors import InputError
 from skillsft.pipeline.formats import jsonio
 from skillsft.pipeline.formats.conversations import LayoutError, RenderOptions, TextTurn
 from skillsft.pipeline.formats.file_kinds import check_kind
+from skillsft.pipeline.options import Nested
 from skillsft.schemas.conversation import AlpacaRecord, Conversation
 from skillsft.schemas.reject import Reject
 
@@ -29,7 +30,9 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class FlattenOptions:
     # The history window distillation used; read from the conversations when they show it.
-    render: RenderOptions = field(default_factory=RenderOptions)
+    # Seed and information shape distillation's output, and reach this stage through it.
+    render: Annotated[RenderOptions, Nested(only=("history",))] = field(
+        default_factory=RenderOptions)
     input_name: str = "distilled_trajectories.json"  # how rejects name the input
 
 

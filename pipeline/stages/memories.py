@@ -17,7 +17,7 @@ import re
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any
 
 import orjson
 from pydantic import ValidationError
@@ -28,6 +28,7 @@ from skillsft.pipeline.causal import (
 from skillsft.pipeline.envs import EnvSpec
 from skillsft.pipeline.envs.prompt_profiles import PromptProfile
 from skillsft.pipeline.errors import TooManyFailures, check_failure_rate
+from skillsft.pipeline.options import Opt
 from skillsft.pipeline.teacher.base import (
     BatchStats,
     Teacher,
@@ -63,7 +64,8 @@ class MemoryStageError(TooManyFailures):
 
 @dataclass(frozen=True)
 class MemoryOptions:
-    all_trajectories: bool = False  # default: the first trajectory of each env
+    # default: the first trajectory of each env
+    all_trajectories: Annotated[bool, Opt("one memory per kept trajectory, not per env")] = False
     failure_threshold: float = 0.10
     # Tokens the whole prompt may use; observations share what is left after the rules, and
     # only the longest are cut (Search evidence is shown whole whenever it fits).

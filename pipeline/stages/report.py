@@ -25,7 +25,7 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import orjson
 from pydantic import ValidationError
@@ -33,6 +33,7 @@ from pydantic import ValidationError
 from skillsft.pipeline.corpus_metrics import DEFAULT_CUTOFF_LEN, instruction_lengths, skill_use
 from skillsft.pipeline.envs import EnvSpec, get_env
 from skillsft.pipeline.formats.render import BLOCK_TITLE
+from skillsft.pipeline.options import Opt
 from skillsft.pipeline.skill_selection import SkillSelection
 from skillsft.pipeline.teacher.pricing import PRICES_AS_OF
 from skillsft.schemas.base import OpenModel
@@ -78,6 +79,15 @@ TOKEN_APPROXIMATION = (
     "character counts as one token (no tokenizer dependency; BPE tokenizers split rare and "
     "long words further, so real counts are somewhat higher)"
 )
+
+
+@dataclass(frozen=True)
+class ReportOptions:
+    """What the report (and the card) measure the corpus against."""
+
+    cutoff_len: Annotated[int, Opt(
+        "the student's training cutoff in tokens: the report and the card count records longer "
+        "than this (default 8192)", kind="positive_int")] = DEFAULT_CUTOFF_LEN
 
 
 def corpus_file(env: str) -> str:
