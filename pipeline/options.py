@@ -33,8 +33,9 @@ class Opt:
     kind: str = ""  # a value check the CLI applies ("positive_int", "share", ...); "" = by type
     choices: tuple[str, ...] = ()
     metavar: str = ""
-    # A True-by-default switch offered as an opt-out flag (`--actions-only-history`).
-    negated_flag: str = ""
+    # The flag's own spelling when it is not the name's: a repeatable flag named in the
+    # singular (`--source-range`), an opt-out switch of a True default (`--actions-only-history`).
+    flag: str = ""
 
 
 @dataclass(frozen=True)

@@ -94,7 +94,7 @@ class SelectionOptions(BaseModel):
                                         kind="non_negative_float")] = Field(0.5, ge=0)
     search_source_ranges: Annotated[tuple[SourceRange, ...], Opt(
         "search: files numbered FIRST..LAST come from QA source SOURCE (repeatable), for files "
-        "not under a folder named after their source", name="source_ranges",
+        "not under a folder named after their source", name="source_ranges", flag="--source-range",
         kind="source_range", metavar="FIRST-LAST=SOURCE")] = ()
 
 

@@ -76,7 +76,7 @@ KINDS: dict[str, Callable[[str], Any]] = {
 
 
 def flag_of(item: Declared) -> str:
-    return item.opt.negated_flag or "--" + item.name.replace("_", "-")
+    return item.opt.flag or "--" + item.name.replace("_", "-")
 
 
 def argument_options(item: Declared) -> dict[str, Any]:

@@ -41,7 +41,7 @@ class RenderOptions:
     # False reproduces the older actions-only Search history.
     search_information: Annotated[bool, Opt(
         "search: no retrieved information in the history", name="keep_information",
-        negated_flag="--actions-only-history")] = True
+        flag="--actions-only-history")] = True
     final_choices: int = 9  # how many of the winning step's actions the synthetic turn shows
 
 
