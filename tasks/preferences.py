@@ -11,6 +11,7 @@ from pathlib import Path
 
 import luigi
 
+from skillsft.pipeline import workdir
 from skillsft.pipeline.envs import get_env
 from skillsft.pipeline.errors import InputError
 from skillsft.pipeline.formats import jsonio
@@ -41,7 +42,7 @@ class PreferencePairs(FromSkillBank):
 
     @property
     def output_name(self) -> str:  # type: ignore[override]
-        return f"{self.env}_preference_pairs.jsonl"
+        return workdir.preference_pairs(self.env)
 
     def external_signatures(self) -> dict[str, str]:
         return {**super().external_signatures(),

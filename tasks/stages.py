@@ -12,6 +12,7 @@ from pathlib import Path
 
 import luigi
 
+from skillsft.pipeline import workdir
 from skillsft.pipeline.envs import get_env
 from skillsft.pipeline.errors import InputError
 from skillsft.pipeline.formats import jsonio
@@ -38,7 +39,7 @@ from skillsft.tasks.teacher import TeacherParameter, build_teacher, scorer_for, 
 class ParseRollouts(StageTask):
     stage = "parse"
     failure = OptionsParameter(FailureRule)
-    output_name = "processed_trajectories.json"
+    output_name = workdir.PROCESSED
     # The only task that reads the rollout folder for the SFT corpus (checked by the CLI).
     rollout_dir = luigi.Parameter(default="")
     selection = OptionsParameter(SelectionOptions)
@@ -69,7 +70,7 @@ class ParseRollouts(StageTask):
 class GenerateMemories(StageTask):
     stage = "memories"
     failure = OptionsParameter(FailureRule)
-    output_name = "generated_memories.json"
+    output_name = workdir.MEMORIES
     teacher = TeacherParameter()
     memories = OptionsParameter(MemoryOptions)
 
@@ -117,7 +118,7 @@ class GenerateMemories(StageTask):
 class AggregateSkillBank(StageTask):
     stage = "aggregate"
     failure = OptionsParameter(FailureRule)
-    output_name = "skill_bank.json"
+    output_name = workdir.SKILL_BANK
     teacher = TeacherParameter()
     aggregate = OptionsParameter(AggregateOptions)
 
@@ -166,7 +167,7 @@ class Distill(StageTask):
 
     stage = "distill"
     failure = OptionsParameter(FailureRule)
-    output_name = "distilled_trajectories.json"
+    output_name = workdir.DISTILLED
     teacher = TeacherParameter()
     distill = OptionsParameter(DistillOptions)
 
@@ -210,7 +211,7 @@ class Flatten(StageTask):
 
     @property
     def output_name(self) -> str:  # type: ignore[override]
-        return f"{self.env}_sft_data.json"
+        return workdir.corpus(self.env)
 
     def compute(self) -> StageOutput:
         from dataclasses import replace

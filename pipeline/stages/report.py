@@ -30,6 +30,7 @@ from typing import Annotated, Any
 import orjson
 from pydantic import ValidationError
 
+from skillsft.pipeline import workdir
 from skillsft.pipeline.corpus_metrics import DEFAULT_CUTOFF_LEN, instruction_lengths, skill_use
 from skillsft.pipeline.envs import EnvSpec, get_env
 from skillsft.pipeline.formats.render import BLOCK_TITLE
@@ -56,12 +57,13 @@ from skillsft.schemas.report import (
 log = logging.getLogger("skillsft.report")
 
 STAGE_ORDER = ("parse", "memories", "aggregate", "distill", "flatten")
-MANIFEST_DIR = ".skillsft"
-MANIFEST_SUFFIX = ".manifest.json"
-REJECTS_FILE = "rejects.jsonl"
-SKILL_BANK_FILE = "skill_bank.json"
-DISTILLED_FILE = "distilled_trajectories.json"
-HUB_DIR = "hub"
+# The work dir's names belong to pipeline/workdir.py; kept under these names for readers here.
+MANIFEST_DIR = workdir.STATE_DIR
+MANIFEST_SUFFIX = workdir.MANIFEST_SUFFIX
+REJECTS_FILE = workdir.REJECTS["parse"]  # every rejects file ends with it
+SKILL_BANK_FILE = workdir.SKILL_BANK
+DISTILLED_FILE = workdir.DISTILLED
+HUB_DIR = workdir.HUB_DIR
 
 # Conventional counter names, in the order they are tried, for the columns of the stage table.
 COUNTER_NAMES: dict[str, tuple[str, ...]] = {
@@ -90,16 +92,9 @@ class ReportOptions:
         "than this (default 8192)", kind="positive_int")] = DEFAULT_CUTOFF_LEN
 
 
-def corpus_file(env: str) -> str:
-    return f"{env}_sft_data.json"
-
-
-def corpus_lines_file(env: str) -> str:
-    return f"{env}_sft_data.jsonl"
-
-
-def provenance_file(env: str) -> str:
-    return f"{env}_sft_provenance.jsonl"
+corpus_file = workdir.corpus
+corpus_lines_file = workdir.corpus_lines
+provenance_file = workdir.provenance
 
 
 class Provenance(OpenModel):
