@@ -159,6 +159,17 @@ class StageTask(luigi.Task):
     def input_files(self) -> list[Path]:
         return [Path(target.path) for target in luigi.task.flatten(self.input())]
 
+    def to_str_params(self, only_significant: bool = False, only_public: bool = False
+                      ) -> dict[str, str]:
+        """For the task id (`only_significant`), the teacher plan counts by its identity only
+        (TeacherPlan.identity); everywhere else it travels whole."""
+        params = super().to_str_params(only_significant, only_public)
+        teacher = getattr(self, "teacher", None)
+        if only_significant and isinstance(teacher, TeacherPlan) and "teacher" in params:
+            params["teacher"] = orjson.dumps(teacher.identity(),
+                                             option=orjson.OPT_SORT_KEYS).decode()
+        return params
+
     def options(self) -> dict[str, Any]:
         """This task's options objects, by parameter name."""
         return {name: getattr(self, name) for name, param in self.get_params()

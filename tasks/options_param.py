@@ -20,6 +20,14 @@ def _dumps(data: Any) -> str:
     return json.dumps(data, sort_keys=True, separators=(",", ":"))
 
 
+def _identity(task: luigi.Task) -> dict[str, Any]:
+    """A task as its family and significant parameters: what makes its task id, so the id of a
+    task depends on its upstream's id and on nothing insignificant upstream (parsed back, the
+    insignificant parameters take their defaults)."""
+    return {"family": task.get_task_family(),
+            "params": task.to_str_params(only_significant=True)}
+
+
 class OptionsParameter(luigi.Parameter):
     """One options object (a dataclass or pydantic model of `pipeline/`), as JSON."""
 
@@ -54,7 +62,7 @@ class TaskInstanceParameter(luigi.Parameter):
     def serialize(self, x: luigi.Task | None) -> str:
         if x is None:
             return ""
-        return _dumps({"family": x.get_task_family(), "params": x.to_str_params()})
+        return _dumps(_identity(x))
 
     def normalize(self, x: Any) -> Any:
         return self.parse(x) if isinstance(x, str) else x
@@ -68,7 +76,7 @@ class TaskListParameter(luigi.Parameter):
         return tuple(single.parse(_dumps(item)) for item in json.loads(x)) if x else ()
 
     def serialize(self, x: tuple[luigi.Task, ...]) -> str:
-        return _dumps([{"family": t.get_task_family(), "params": t.to_str_params()} for t in x])
+        return _dumps([_identity(t) for t in x])
 
     def normalize(self, x: Any) -> Any:
         return self.parse(x) if isinstance(x, str) else tuple(x)

@@ -38,6 +38,11 @@ TEACHER_STAGES: dict[str, tuple[str, str]] = {
 }
 
 
+# The settings that decide what answers a request gets (the rest is pace, budget, retries).
+IDENTITY_SETTINGS = {"teacher", "base_url", "model", "stage_models", "default_model",
+                     "temperature", "max_output_tokens"}
+
+
 class TeacherPlan(BaseModel):
     """Everything a stage's teacher needs except the secrets; the `teacher` Luigi parameter."""
 
@@ -69,6 +74,15 @@ class TeacherPlan(BaseModel):
         return cls(settings=settings,
                    base_url_digest=hand_over(resolved.endpoint(), environ) if live else "",
                    models=dict(models) if live else {}, **run)
+
+    def identity(self) -> dict[str, Any]:
+        """What the task id holds of the plan: who answers (teacher, endpoint, models, answer
+        length), not how fast or under which budget. Two processes sharing a `luigid` then
+        name the same stage the same whatever their --concurrency or --max-cost, and one
+        runs it (as before, when those knobs were insignificant Luigi parameters)."""
+        settings = self.settings.model_dump(mode="json", include=IDENTITY_SETTINGS)
+        return {"settings": settings, "base_url_digest": self.base_url_digest,
+                "models": self.models}
 
     @property
     def kind(self) -> str:

@@ -201,3 +201,18 @@ def test_the_dummy_options_model_really_is_one_declaration() -> None:
     added = {f.name for f in dataclasses.fields(FlattenWithDummy)} - {
         f.name for f in dataclasses.fields(FlattenOptions)}
     assert added == {"dummy_knob"}
+
+
+def task_ids(*flags: str) -> list[str]:
+    args = build_parser().parse_args(["run", ENV, "--teacher", "offline", "--work-dir", "w",
+                                      *flags])
+    return [t.task_id for t in walk_graph(graph.run_graph(graph.run_plan(args, {})))]
+
+
+def test_task_ids_hold_what_answers_not_how_fast_or_under_which_budget() -> None:
+    """Processes sharing one luigid must name a stage alike whatever their pace knobs
+    (--max-cost even draws a spend id per command), and apart when the output differs."""
+    assert task_ids() == task_ids("--concurrency", "3", "--max-concurrency", "5", "--timeout",
+                                  "9", "--max-cost", "1", "--retry-failed", "0", "--rpm", "7")
+    assert task_ids() != task_ids("--max-output-tokens", "100")
+    assert task_ids() != task_ids("--history", "3")
