@@ -13,7 +13,7 @@ from typing import Any
 import luigi
 from luigi.task_register import Register
 
-from skillsft.pipeline.options import from_jsonable, to_jsonable
+from skillsft.pipeline.options import from_jsonable, from_values, to_jsonable
 
 
 def _dumps(data: Any) -> str:
@@ -33,7 +33,8 @@ class OptionsParameter(luigi.Parameter):
 
     def __init__(self, options_cls: type, **kwargs: Any) -> None:
         self.options_cls = options_cls
-        kwargs.setdefault("default", options_cls())
+        # Nested options built out (AggregateOptions' bank shape), as the command line does.
+        kwargs.setdefault("default", from_values(options_cls, {}))
         super().__init__(**kwargs)
 
     def parse(self, x: str) -> Any:
