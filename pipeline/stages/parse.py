@@ -61,11 +61,6 @@ def check_rollout_dir(rollout_dir: Path) -> None:
         )
     if not rollout_dir.is_dir():
         raise RolloutDirError(f"rollout folder {rollout_dir} is a file, not a folder")
-    if not any(p.suffix == ".txt" for p in rollout_dir.rglob("*.txt")):
-        raise RolloutDirError(
-            f"rollout folder {rollout_dir} holds no .txt rollout files; expected "
-            "envNNN/<name>.txt (ALFWorld/WebShop) or one .txt file per question (Search)"
-        )
 
 
 def check_rollouts(rollout_dir: Path, spec: EnvSpec) -> None:
@@ -73,6 +68,11 @@ def check_rollouts(rollout_dir: Path, spec: EnvSpec) -> None:
     environment's dump. The command line runs it before any work or teacher call; the parse
     stage runs it again for callers that come straight to it (a `luigi` call, the library)."""
     check_rollout_dir(rollout_dir)
+    if not any(p.suffix == ".txt" for p in rollout_dir.rglob("*.txt")):
+        raise RolloutDirError(
+            f"no rollout files in {rollout_dir}: the folder holds no .txt rollout files; "
+            f"{spec.name} expects {spec.rollout_format.layout}"
+        )
     check_environment(rollout_dir, spec, list(ENVS.values()))
 
 
