@@ -4,7 +4,7 @@
 
 Builds a corpus of N env folders by replicating examples/rollouts/alfworld (each copy's
 initial observation is made unique, so no two prompts coincide and no answer can be shared),
-starts the local OpenAI-compatible test server (tests/support) with the given latency, and runs
+starts the fake OpenAI-compatible server (skillsft.testing) with the given latency, and runs
 `skillsft run alfworld` twice in child processes, each into a fresh work dir: at the default
 concurrency and at concurrency 1. Prints wall time, teacher calls, calls/s and peak RSS of each,
 the speed-up, and the ideal time (calls x latency / concurrency). Both runs are measured here,
@@ -20,11 +20,10 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+from skillsft.testing.openai_server import FakeOpenAIServer, ServerConfig
+from skillsft.testing.stage_responder import stage_responder
 
-from tests.support.openai_server import FakeOpenAIServer, ServerConfig  # noqa: E402
-from tests.support.stage_responder import stage_responder  # noqa: E402
+REPO = Path(__file__).resolve().parents[1]
 
 SAMPLE = REPO / "examples" / "rollouts" / "alfworld"
 MARKER = "You are in the middle of a room."

@@ -17,9 +17,9 @@ from skillsft.pipeline.errors import InputError
 from skillsft.pipeline.formats import jsonio
 from skillsft.pipeline.stages.distill import DistillOptions
 from skillsft.pipeline.stages.outcome import FailureRule
-from skillsft.tasks.base import StageOutput, StageTask, rejects_lines, signature_of_tree
+from skillsft.tasks.base import StageOutput, StageTask, signature_of_tree
 from skillsft.tasks.options_param import OptionsParameter
-from skillsft.tasks.teacher import TeacherParameter, build_teacher, scorer_for, stats_to_dict
+from skillsft.tasks.teacher import TeacherParameter, build_teacher, scorer_for
 
 
 class FromSkillBank(StageTask):
@@ -34,8 +34,8 @@ class PreferencePairs(FromSkillBank):
     # Every episode of the folder, mixed envs included: its own input, beside the bank.
     rollout_dir = luigi.Parameter(default="")
     teacher = TeacherParameter()
-    distill = OptionsParameter(DistillOptions)
-    failure = OptionsParameter(FailureRule)  # the same rendering and skills as stage 3
+    distill = OptionsParameter(DistillOptions)  # the same rendering and skills as stage 3
+    failure = OptionsParameter(FailureRule)
     # `skillsft preferences` fails on an empty result; `run --preferences` writes the empty
     # file (the SFT corpus is the run's product) and the report shows why it is empty.
     require_pairs = luigi.BoolParameter(default=False, significant=False)
@@ -57,7 +57,6 @@ class PreferencePairs(FromSkillBank):
     def compute(self) -> StageOutput:
         from skillsft.pipeline.episodes import collect_episodes
         from skillsft.pipeline.formats.skill_bank_io import load_skill_bank
-        from skillsft.pipeline.stages.outcome import StageOutcome
         from skillsft.pipeline.stages.preferences import PreferenceOptions, build_preference_pairs
 
         spec = get_env(self.env)
@@ -70,26 +69,20 @@ class PreferencePairs(FromSkillBank):
             skills=self.distill.skills,
             scorer=scorer_for(self.distill.skills, self.teacher, Path(self.work_dir)),
         )
-        result = build_preference_pairs(episodes.groups, spec, bank, teacher, options)
-        rejects = episodes.rejects + result.rejects
-        failed = result.counts.get("skipped_teacher_failed", 0)
-        if self.require_pairs and not result.pairs:
+        result = build_preference_pairs(episodes.groups, spec, options, teacher, bank)
+        if self.require_pairs and not result.records:
             raise InputError(
                 f"no preference pair from {self.rollout_dir}: pairs need an env with a won and "
                 f"a lost episode that act differently in the same state "
                 f"({result.counts.get('groups_both_outcomes', 0)} of "
                 f"{episodes.counts['groups']} envs have both outcomes)"
             )
-        return StageOutput(
-            payload=jsonio.dumps_lines(result.pairs),
-            counts={**episodes.counts, **result.counts, "inputs": episodes.counts["episodes"],
-                    "outputs": len(result.pairs), "rejected": len(rejects)},
-            teacher=[stats_to_dict(result.stats)] if result.stats else [],
-            side_files={"preferences_rejects.jsonl": rejects_lines(rejects)},
-            rejects_name="preferences_rejects.jsonl",
-            outcome=StageOutcome(self.stage, str(self.rollout_dir), "preference pairs",
-                                 failed + len(result.pairs), failed, len(result.pairs), rejects),
-        )
+        # Episodes the rollout folder could not give are listed, but are not candidate pairs.
+        result.rejects[:0] = episodes.rejects
+        result.counts = dict(sorted({**episodes.counts, **result.counts}.items()))
+        return StageOutput.of(result, jsonio.dumps_lines(result.records),
+                              input_name=str(self.rollout_dir),
+                              rejects_name="preferences_rejects.jsonl")
 
 
 class SkillDocument(FromSkillBank):

@@ -10,8 +10,9 @@ every action in the corpus is one the environment accepted. Three rules keep the
 - a trajectory too long for the teacher's context budget is split into windows, each showing a
   few earlier steps as context (the overlap) and asking thoughts only for its own steps, so
   every step gets exactly one thought;
-- a trajectory whose requests still fail is left out, reported as a Reject and counted, and
-  the failure rate is part of the result.
+- a trajectory whose requests still fail is left out, reported as a Reject and counted; the
+  unit is the trajectory (`inputs` those tried, `rejected` those that failed), and whether too
+  many failed is decided once for every stage (stages/outcome.py).
 
 The offline teacher answers from the request's context (pipeline/teacher/offline/thoughts.py):
 the goal, the whole trajectory so far, the environment's action tables and the shown skills.
@@ -33,6 +34,7 @@ from skillsft.pipeline.skill_selection import (
     skill_text,
     task_specific,
 )
+from skillsft.pipeline.stages.result import StageResult, stage_counts
 from skillsft.pipeline.teacher.base import (
     BatchStats,
     Teacher,
@@ -66,19 +68,6 @@ class DistillOptions:
     # Failed episodes teach the student to fail; they are used by stage 2, not here, unless asked.
     include_failed: bool = False
     input_name: str = "processed_trajectories.json"  # how rejects name the input
-
-
-@dataclass
-class DistillResult:
-    conversations: list[Conversation]
-    failures: list[Reject]
-    counts: dict[str, int]
-    stats: BatchStats | None
-
-    @property
-    def failure_rate(self) -> float:
-        attempted = self.counts.get("trajectories_attempted", 0)
-        return self.counts.get("trajectories_failed", 0) / attempted if attempted else 0.0
 
 
 @dataclass(frozen=True)
@@ -267,11 +256,11 @@ def skill_block(
 def distill(
     records: Sequence[TrajectoryRecord],
     spec: "EnvSpec",
-    bank: SkillBank,
+    options: DistillOptions | None,
     teacher: Teacher,
-    options: DistillOptions | None = None,
+    bank: SkillBank,
     scorer: Scorer | None = None,
-) -> DistillResult:
+) -> StageResult[Conversation]:
     """Turn processed trajectories into conversations, one per kept trajectory, in input order.
 
     `scorer` ranks skills for `--skills retrieve` (default: the lexical scorer)."""
@@ -357,7 +346,12 @@ def distill(
         conversations.append(build_conversation(spec, item, thoughts, source))
         counts["conversations"] += 1
         counts["turns"] += len(item.drafts)
-    return DistillResult(conversations, failures, dict(counts), stats)
+    return StageResult(
+        conversations, failures,
+        stage_counts(counts, inputs=counts["trajectories_attempted"],
+                     outputs=len(conversations), rejected=counts["trajectories_failed"]),
+        unit="trajectories", teacher=[stats] if stats else [],
+    )
 
 
 def collect_thoughts(
