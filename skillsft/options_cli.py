@@ -81,7 +81,10 @@ def flag_of(item: Declared) -> str:
 
 def argument_options(item: Declared) -> dict[str, Any]:
     opt = item.opt
-    options: dict[str, Any] = {"dest": item.name, "default": None, "help": opt.help}
+    # The default shown is the model's: it is declared nowhere else.
+    plain = "default" in opt.help or item.type is bool or item.default in ("", None, ())
+    shown = "" if plain else f" (default {item.default})"
+    options: dict[str, Any] = {"dest": item.name, "default": None, "help": opt.help + shown}
     if item.type is bool:
         # A switch sets the value away from its default (`--include-mixed`,
         # `--actions-only-history`).
