@@ -31,11 +31,12 @@ import math
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from pathlib import PurePosixPath
-from typing import Literal, TypeVar
+from typing import Annotated, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from skillsft.pipeline.formats.rollouts.text import natural_key
+from skillsft.pipeline.options import Opt
 
 EnvLabel = Literal["all_success", "all_fail", "mixed", "unlabelled"]
 RecordT = TypeVar("RecordT")
@@ -49,6 +50,9 @@ class SourceRange(BaseModel):
     first: int
     last: int
     source: str
+
+    def __str__(self) -> str:
+        return f"{self.first}-{self.last}={self.source}"
 
     @classmethod
     def parse(cls, text: str) -> "SourceRange":
@@ -71,17 +75,27 @@ class SelectionOptions(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    min_trajs_per_env: int = Field(3, ge=1)
-    n_trajs_per_env: int = Field(3, ge=1)
-    n_success_envs: int = Field(70, ge=0)
-    n_fail_envs: int = Field(30, ge=0)
-    include_mixed: bool = False
+    min_trajs_per_env: Annotated[int, Opt("envs with fewer trajectories are skipped",
+                                          kind="positive_int")] = Field(3, ge=1)
+    n_trajs_per_env: Annotated[int, Opt("trajectories kept per env", kind="positive_int")] = \
+        Field(3, ge=1)
+    n_success_envs: Annotated[int, Opt("all-success envs kept", kind="non_negative_int")] = \
+        Field(70, ge=0)
+    n_fail_envs: Annotated[int, Opt("all-fail envs kept", kind="non_negative_int")] = \
+        Field(30, ge=0)
+    include_mixed: Annotated[bool, Opt("also keep envs with both wins and losses")] = False
     n_mixed_envs: int | None = Field(None, ge=0)
     mixed_min_successes: int = Field(2, ge=1)
     mixed_min_failures: int = Field(1, ge=1)
-    label_min_outcomes: int = Field(3, ge=1)
-    failure_ratio: float = Field(0.5, ge=0)
-    search_source_ranges: tuple[SourceRange, ...] = ()
+    label_min_outcomes: Annotated[int, Opt(
+        "wins (or losses) that label an env all_success (all_fail)", kind="positive_int")] = \
+        Field(3, ge=1)
+    failure_ratio: Annotated[float, Opt("search: failures kept per success",
+                                        kind="non_negative_float")] = Field(0.5, ge=0)
+    search_source_ranges: Annotated[tuple[SourceRange, ...], Opt(
+        "search: files numbered FIRST..LAST come from QA source SOURCE (repeatable), for files "
+        "not under a folder named after their source", name="source_ranges", flag="--source-range",
+        kind="source_range", metavar="FIRST-LAST=SOURCE")] = ()
 
 
 def label_env(successes: int, failures: int, options: SelectionOptions) -> EnvLabel:

@@ -16,9 +16,10 @@ import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Annotated, Protocol
 
 from skillsft.pipeline.formats.render import BlockOptions, render_block
+from skillsft.pipeline.options import Opt
 from skillsft.schemas.skill_bank import Skill, SkillBank
 
 if TYPE_CHECKING:
@@ -29,15 +30,28 @@ SKILL_MODES = ("category", "retrieve")
 
 @dataclass(frozen=True)
 class SkillSelection:
-    mode: str = "category"
-    top_k: int = 6
-    threshold: float = 0.4
-    max_block_chars: int = 6000
-    embedding_model: str = ""  # "" = the lexical scorer
+    mode: Annotated[str, Opt(
+        "skills per record: the task category's (default) or retrieved per task", name="skills",
+        choices=("category", "retrieve"))] = "category"
+    top_k: Annotated[int, Opt("with --skills retrieve: task-specific skills per record "
+                              "(default 6)", name="top_k_skills", kind="positive_int")] = 6
+    threshold: Annotated[float, Opt("with --skills retrieve: least similarity a skill needs "
+                                    "(default 0.4)", name="skill_threshold", kind="share")] = 0.4
+    max_block_chars: Annotated[int, Opt(
+        "with --skills retrieve: cap on the retrieved-experience block (default 6000)",
+        kind="positive_int")] = 6000
+    embedding_model: Annotated[str, Opt(  # "" = the lexical scorer
+        "with --skills retrieve: rank skills by this /v1/embeddings model (default: a lexical "
+        "scorer, no network)")] = ""
 
     def __post_init__(self) -> None:
         if self.mode not in SKILL_MODES:
             raise ValueError(f"skills mode {self.mode!r}: expected one of {SKILL_MODES}")
+
+    def shapes_output(self) -> bool:
+        """The category mode reads none of the other fields: a default run's fingerprint
+        leaves them out (so it is the same as before the option existed)."""
+        return self.mode != "category"
 
     @classmethod
     def from_params(cls, params: dict[str, str]) -> "SkillSelection":

@@ -14,14 +14,10 @@ import luigi
 
 from skillsft.pipeline.teacher.openai.endpoint_pool import check_endpoints
 from skillsft.pipeline.teacher.openai.teacher import OpenAITeacher
-from skillsft.tasks.teacher import teacher_settings
+from skillsft.pipeline.workdir import WorkDir
+from skillsft.tasks.teacher import TEACHER_STAGES, TeacherPlan
 
-# Stage name -> (the teacher's stage name, the task parameter holding its model).
-TEACHER_STAGES: dict[str, tuple[str, str]] = {
-    "memories": ("memory", "memory_model"),
-    "aggregate": ("aggregate", "aggregate_model"),
-    "distill": ("distill", "distill_model"),
-}
+CHECKED_STAGES = ("memories", "aggregate", "distill")
 
 
 def check_teacher(tasks: Iterable[luigi.Task]) -> list[str]:
@@ -31,14 +27,16 @@ def check_teacher(tasks: Iterable[luigi.Task]) -> list[str]:
     lines: list[str] = []
     seen: set[tuple[str, str]] = set()
     for task in tasks:
-        stage = TEACHER_STAGES.get(getattr(task, "stage", ""))
-        if stage is None or getattr(task, "teacher", "offline") != "openai":
+        stage = getattr(task, "stage", "")
+        plan = getattr(task, "teacher", None)
+        live = isinstance(plan, TeacherPlan) and plan.kind == "openai"
+        if stage not in CHECKED_STAGES or not live:
             continue
-        teacher_stage, model_param = stage
+        teacher_stage, _ = TEACHER_STAGES[stage]
         # The live teacher, whatever layers (--batch, --max-cost) the stage adds around it:
         # they all talk to this endpoint and model.
-        teacher = OpenAITeacher(teacher_settings(task, getattr(task, model_param)),
-                                Path(task.work_dir) / "journal", teacher_stage)
+        teacher = OpenAITeacher(plan.settings_for(stage), WorkDir(Path(task.work_dir)).journal,
+                                teacher_stage)
         if (teacher.endpoint, teacher.model) in seen:
             continue
         seen.add((teacher.endpoint, teacher.model))
@@ -46,7 +44,7 @@ def check_teacher(tasks: Iterable[luigi.Task]) -> list[str]:
         found, taken_out = check_endpoints(teacher.endpoint,
                                            key.get_secret_value() if key else "", teacher.model)
         lines.extend(taken_out)
-        batched = task.stage_name() in getattr(task, "batch_stages", ())
+        batched = task.stage_name() in plan.batch_stages
         # Batch items are always asked in json_schema mode; probing would be a live request.
         mode = "json_schema (batch)" if batched else teacher.negotiate()
         listed = "listed" if found.listed else "no /models route"
@@ -59,6 +57,6 @@ def check_publishing(tasks: Iterable[luigi.Task]) -> list[str]:
     before any teacher stage pays; one line, or a ConfigError with a one-line message."""
     from skillsft.pipeline.hub_access import check_hub_access
 
-    repos = {task.repo_id for task in tasks if getattr(task, "stage", "") == "publish"
-             and getattr(task, "repo_id", "")}
+    repos = {task.hub.repo_id for task in tasks if getattr(task, "stage", "") == "publish"
+             and task.hub.repo_id}
     return [check_hub_access(repo_id) for repo_id in sorted(repos)]

@@ -16,49 +16,30 @@ from pathlib import Path
 import luigi
 from luigi.execution_summary import LuigiStatusCode
 
-from skillsft import __version__, preference_commands, settings
+from skillsft import __version__, graph, settings
 from skillsft.arguments import (
     StrictParser,
     copy_arguments,
-    held_out_share,
     non_negative_float,
-    non_negative_int,
     positive_float,
     positive_int,
-    share,
 )
 from skillsft.checks import check_publishing, check_teacher
 from skillsft.luigi_options import luigi_build_options
+from skillsft.options_cli import add_option_flags
 from skillsft.pipeline.envs import ENVS
 from skillsft.pipeline.errors import SkillsftError
-from skillsft.pipeline.stages.outcome import DEFAULT_MAX_FAILURE_RATE
 from skillsft.pipeline.teacher.settings import RESPONSE_FORMAT_CHOICES
+from skillsft.pipeline.workdir import WorkDir
 from skillsft.run_log import close_log, open_log
 from skillsft.tasks.base import StageTask, input_signatures_frozen, walk_graph
 from skillsft.tasks.failures import CONFIGURATION_ERRORS, clear_failure, read_failure
 from skillsft.tasks.summary import print_summary
 from skillsft.tasks.teacher import FORCED_STAGES_VARIABLE
 
-PREFERENCE_COMMANDS = ("preferences", "export-skills")
 STAGES = ("parse", "memories", "aggregate", "distill", "flatten", "report", "publish",
           "preferences", "skills")
 _OK = {LuigiStatusCode.SUCCESS, LuigiStatusCode.SUCCESS_WITH_RETRY}
-
-
-def add_selection_flags(parser: argparse.ArgumentParser) -> None:
-    group = parser.add_argument_group("selection (stage 1)")
-    group.add_argument("--min-trajs-per-env", type=positive_int, default=3)
-    group.add_argument("--n-trajs-per-env", type=positive_int, default=3)
-    group.add_argument("--n-success-envs", type=non_negative_int, default=70)
-    group.add_argument("--n-fail-envs", type=non_negative_int, default=30)
-    group.add_argument("--include-mixed", action="store_true")
-    group.add_argument("--label-min-outcomes", type=positive_int, default=3,
-                       help="wins (or losses) that label an env all_success (all_fail)")
-    group.add_argument("--failure-ratio", type=non_negative_float, default=0.5,
-                       help="search: failures kept per success")
-    group.add_argument("--source-range", action="append", default=[], metavar="FIRST-LAST=SOURCE",
-                       help="search: files numbered FIRST..LAST come from QA source SOURCE "
-                       "(repeatable), for files not under a folder named after their source")
 
 
 def add_teacher_flags(parser: argparse.ArgumentParser, *, per_stage_models: bool) -> None:
@@ -126,74 +107,6 @@ def add_run_flags(parser: argparse.ArgumentParser) -> None:
                        help="recompute STAGE and everything that depends on it")
 
 
-def count_range(text: str) -> str:
-    """`N` or `N-M` (entries a skill-bank section should end with), checked, kept as text."""
-    from skillsft.pipeline.envs.prompt_profiles import CountRange
-
-    try:
-        return str(CountRange.parse(text))
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-
-
-# Each stage flag, and the stages it means something to (a single-stage command offers only its
-# own; `run` offers all).
-STAGE_FLAGS: tuple[tuple[tuple[str, ...], str, dict[str, object]], ...] = (
-    (("memories",), "--all-trajectories",
-     {"action": "store_true", "help": "one memory per kept trajectory, not per env"}),
-    (("parse", "memories", "aggregate", "distill", "flatten", "preferences"),
-     "--max-failure-rate", {"type": share, "default": DEFAULT_MAX_FAILURE_RATE,
-      "help": "fail the stage when a larger share of its items fail (default 0.10)"}),
-    (("aggregate",), "--batch-size",
-     {"type": positive_int, "default": 40, "help": "max items merged per teacher call"}),
-    (("aggregate",), "--general-skills",
-     {"type": count_range, "default": "5-7", "help": "general principles the bank ends with"}),
-    (("aggregate",), "--category-skills",
-     {"type": count_range, "default": "5-6", "help": "skills per category the bank ends with"}),
-    (("aggregate",), "--common-mistakes",
-     {"type": count_range, "default": "5", "help": "common mistakes the bank ends with"}),
-    (("distill",), "--skills",
-     {"choices": ["category", "retrieve"], "default": "category",
-      "help": "skills per record: the task category's (default) or retrieved per task"}),
-    (("distill",), "--top-k-skills",
-     {"type": positive_int, "default": 6, "help": "with --skills retrieve: task-specific "
-      "skills per record (default 6)"}),
-    (("distill",), "--skill-threshold",
-     {"type": share, "default": 0.4, "help": "with --skills retrieve: least similarity a "
-      "skill needs (default 0.4)"}),
-    (("distill",), "--max-block-chars",
-     {"type": positive_int, "default": 6000, "help": "with --skills retrieve: cap on the "
-      "retrieved-experience block (default 6000)"}),
-    (("distill",), "--embedding-model",
-     {"default": "", "help": "with --skills retrieve: rank skills by this /v1/embeddings "
-      "model (default: a lexical scorer, no network)"}),
-    (("report", "publish"), "--cutoff-len",
-     {"type": positive_int, "default": 8192, "help": "the student's training cutoff in tokens: "
-      "the report and the card count records longer than this (default 8192)"}),
-    (("distill", "flatten", "preferences"), "--history",
-     {"type": positive_int, "default": 5, "help": "(observation, action) pairs per turn"}),
-    (("distill", "preferences"), "--seed",
-     {"type": int, "default": 0, "help": "seed of the done turn"}),
-    (("distill", "preferences"), "--actions-only-history",
-     {"action": "store_true", "help": "search: no retrieved information in the history"}),
-    (("publish",), "--license", {"default": None, "metavar": "ID", "help": "the card's license "
-     "(a Hub id such as cc-by-4.0 or mit; default: keep the card's, else other)"}),
-    (("publish",), "--pretty-name", {"default": None, "help": "the card's title"}),
-    (("publish",), "--citation", {"default": None, "metavar": "FILE",
-     "help": "a BibTeX entry for the data's origin, shown in the card"}),
-    (("publish",), "--tokenizer", {"default": None, "metavar": "PATH_OR_NAME",
-     "help": "count token lengths with the student's tokenizer (a local tokenizer.json or "
-     "model folder; needs `tokenizers`); default: a labelled word-piece estimate"}),
-)
-
-
-def add_stage_flags(parser: argparse.ArgumentParser, stage: str | None = None) -> None:
-    """The stage flags `stage` uses (all of them for `run`)."""
-    for stages, flag, options in STAGE_FLAGS:
-        if stage is None or stage in stages:
-            parser.add_argument(flag, **options)  # type: ignore[arg-type]
-
-
 def add_preference_commands(
     add_command: Callable[[str, str], argparse.ArgumentParser], envs: list[str]
 ) -> None:
@@ -216,6 +129,11 @@ def add_preference_commands(
                         help="writes DIR/<env>-skills/SKILL.md")
 
 
+def add_stage_flags(parser: argparse.ArgumentParser, command: str) -> None:
+    """The flags of every options model the command's tasks read (skillsft/graph.py)."""
+    add_option_flags(parser, graph.options_models(*graph.COMMAND_TASKS[command]).values())
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = StrictParser(prog="skillsft", description=__doc__.splitlines()[0])
     parser.add_argument("--version", action="version", version=f"skillsft {__version__}")
@@ -235,18 +153,10 @@ def build_parser() -> argparse.ArgumentParser:
                      "bundled sample")
     run.add_argument("--work-dir", default=None, help="default: $WORK_DIR, else ./runs/<env>")
     run.add_argument("--skill-bank", default=None, help="use this skill bank; skips stage 2")
-    run.add_argument("--repo-id", default=None, help="publish to this Hub dataset repo at the end")
-    run.add_argument("--private", action="store_true", help="with --repo-id: a private repo")
-    run.add_argument("--revision", default=None, help="with --repo-id: the branch to commit to")
-    run.add_argument("--validation-fraction", type=held_out_share, default=0.0,
-                     help="with --repo-id: share of trajectories held out as a validation split")
     run.add_argument("--preferences", action="store_true",
                      help="also write <env>_preference_pairs.jsonl (and publish it)")
-    run.add_argument("--allow-offline", action="store_true",
-                     help="with --repo-id: upload even an offline-teacher (smoke-test) corpus")
-    add_selection_flags(run)
     add_teacher_flags(run, per_stage_models=True)
-    add_stage_flags(run)
+    add_stage_flags(run, "run")
     add_run_flags(run)
     estimate = add_command("estimate", "list per teacher stage the requests, tokens and dollars "
                            "`run` would spend (journal hits free); sends nothing")
@@ -259,7 +169,6 @@ def build_parser() -> argparse.ArgumentParser:
     parse.add_argument("env", choices=envs)
     parse.add_argument("--rollout-dir", required=True)
     parse.add_argument("--output", required=True)
-    add_selection_flags(parse)
     add_stage_flags(parse, "parse")
     add_run_flags(parse)
 
@@ -285,14 +194,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     publish = add_command("publish", "stage 5: export the corpus, upload to the Hub")
     publish.add_argument("--work-dir", required=True)
-    publish.add_argument("--repo-id", default=None)
-    publish.add_argument("--private", action="store_true")
-    publish.add_argument("--revision", default=None)
     publish.add_argument("--commit-message", default=None)
-    publish.add_argument("--validation-fraction", type=held_out_share, default=0.0)
     publish.add_argument("--dry-run", action="store_true")
-    publish.add_argument("--allow-offline", action="store_true",
-                         help="upload even an offline-teacher (smoke-test) corpus")
     add_stage_flags(publish, "publish")
 
     report = add_command("report", "write report.json and report.md for a work dir")
@@ -301,16 +204,18 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def execute(root: luigi.Task, args: argparse.Namespace) -> int:
+def execute(root: luigi.Task, args: argparse.Namespace, plan: "graph.RunPlan | None" = None
+            ) -> int:
     """Force, dry-run or build the graph under `root`; 0 only when every task completed.
 
     Inputs from outside the graph are signed once for the whole command, not at every
     fingerprint Luigi asks for."""
     with input_signatures_frozen():
-        return build_graph(root, args)
+        return build_graph(root, args, plan)
 
 
-def build_graph(root: luigi.Task, args: argparse.Namespace) -> int:
+def build_graph(root: luigi.Task, args: argparse.Namespace,
+                plan: "graph.RunPlan | None" = None) -> int:
     graph = list(walk_graph(root))
     stage_tasks = [t for t in graph if isinstance(t, StageTask)]
     forced = {t.task_id for t in stage_tasks if t.stage_name() in args.force}
@@ -330,11 +235,11 @@ def build_graph(root: luigi.Task, args: argparse.Namespace) -> int:
             state = "would run" if task in pending else "up to date"
             where = task.output().path if isinstance(task, StageTask) else ""
             print(f"  {state:<10}  {task.get_task_family():<20} {where}")
-        if args.command != "run":
+        if plan is None:
             return 0
         from skillsft.estimate import estimate_command
 
-        return estimate_command(root, args)
+        return estimate_command(plan, args)
     work_dir = Path(root.work_dir)
     with work_dir_lock(work_dir):
         log_path = open_log(work_dir, args.command, verbose=args.verbose)
@@ -389,7 +294,7 @@ def downstream_of(graph: Sequence[luigi.Task], seeds: set[str]) -> set[str]:
 def work_dir_lock(work_dir: Path) -> Iterator[None]:
     """One run per work dir at a time: two would overwrite each other's outputs and manifests.
     (Several Luigi workers of one run are fine: they share this run's lock.)"""
-    lock_path = work_dir / ".skillsft" / "run.lock"
+    lock_path = WorkDir(work_dir).lock
     lock_path.parent.mkdir(parents=True, exist_ok=True)
     with open(lock_path, "a") as handle:
         try:
@@ -423,15 +328,19 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def dispatch(args: argparse.Namespace) -> int:
-    build = (preference_commands.build_command if args.command in PREFERENCE_COMMANDS
-             else settings.build_root_task)
-    try:
-        root = build(args, os.environ)
-    except settings.CommandDone as done:  # publish/report/export-skills ran directly
-        return done.status
+    from skillsft.commands import DIRECT_COMMANDS
+
+    if args.command in DIRECT_COMMANDS:  # publish/report/export-skills: no graph
+        return DIRECT_COMMANDS[args.command](args)
+    plan = None
+    if args.command in ("run", "estimate", "check"):
+        plan = graph.run_plan(args, os.environ)
+        root: luigi.Task = graph.run_graph(plan)
+    else:
+        root = graph.stage_graph(args, os.environ)
     if args.command == "check":
-        graph = list(walk_graph(root))
-        lines = [*check_publishing(graph), *check_teacher(graph)]
+        everything = list(walk_graph(root))
+        lines = [*check_publishing(everything), *check_teacher(everything)]
         lines = lines or ["the offline teacher needs no endpoint"]
         for line in lines:
             print(f"skillsft: check: {line}")
@@ -439,8 +348,8 @@ def dispatch(args: argparse.Namespace) -> int:
     if args.command == "estimate":
         from skillsft.estimate import estimate_command  # imports the openai client: only here
 
-        return estimate_command(root, args)
-    return execute(root, args)
+        return estimate_command(plan, args)  # type: ignore[arg-type]
+    return execute(root, args, plan)
 
 
 if __name__ == "__main__":

@@ -9,7 +9,7 @@ send. The scratch dir is wiped first, so every estimate starts from the journal 
 
 import argparse
 import shutil
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import luigi
 
@@ -23,16 +23,20 @@ from skillsft.pipeline.teacher.pricing import BATCH_DISCOUNT, PRICES_AS_OF
 from skillsft.run_log import close_log, open_log
 from skillsft.tasks.base import input_signatures_frozen
 
+if TYPE_CHECKING:
+    from skillsft.graph import RunPlan
+
 STAGE_ORDER = ("memories", "aggregate", "distill", "preferences")
 
 
-def estimate_root(root: luigi.Task, args: argparse.Namespace) -> list[StageEstimate]:
-    """Price every teacher stage under `root` (a RunEnv) without paying for anything."""
-    work_dir = Path(root.work_dir)
-    scratch = work_dir / ".skillsft" / "estimate"
+def estimate_root(plan: "RunPlan", args: argparse.Namespace) -> list[StageEstimate]:
+    """Price every teacher stage of the run `plan` describes without paying for anything."""
+    from skillsft.graph import run_graph
+
+    scratch_plan = plan.for_estimate()
+    scratch = scratch_plan.work_dir
     shutil.rmtree(scratch, ignore_errors=True)
-    task = root.clone(work_dir=str(scratch), estimate_for=str(work_dir.resolve()), repo_id="",
-                      batch_stages=(), max_cost=None)
+    task = run_graph(scratch_plan)
     log_path = open_log(scratch, "estimate", verbose=getattr(args, "verbose", False))
     try:
         options = {k: v for k, v in luigi_build_options(args).items() if k != "workers"}
@@ -73,13 +77,13 @@ def _row(item: StageEstimate) -> str:
             f"{usd(item.usd_live):>10} {usd(item.usd_batch):>10}")
 
 
-def estimate_command(root: luigi.Task, args: argparse.Namespace) -> int:
+def estimate_command(plan: "RunPlan", args: argparse.Namespace) -> int:
     """Print the estimate for `skillsft estimate` and `run --dry-run`."""
-    if root.teacher != "openai":
+    if plan.teacher.kind != "openai":
         print("skillsft: the offline teacher sends no requests and costs nothing; nothing to "
               "estimate")
         return 0
     with input_signatures_frozen():
-        estimates = estimate_root(root, args)
+        estimates = estimate_root(plan, args)
     print("\n".join(estimate_lines(estimates)))
     return 0

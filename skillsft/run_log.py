@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 from skillsft.pipeline.teacher.openai.endpoints import redact_url
+from skillsft.pipeline.workdir import WorkDir
 
 _FORMAT = "%(asctime)s %(name)s[%(process)d] %(levelname)s: %(message)s"
 # HTTP clients log every request URL at INFO; those URLs may carry credentials.
@@ -33,7 +34,7 @@ class RedactingFilter(logging.Filter):
 
 def open_log(work_dir: Path, command: str, *, verbose: bool) -> Path:
     """Send log records to a new file under the work dir (and stderr when verbose)."""
-    logs = work_dir / ".skillsft" / "logs"
+    logs = WorkDir(work_dir).logs
     logs.mkdir(parents=True, exist_ok=True)
     path = logs / f"{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-{command}.log"
     root = logging.getLogger()

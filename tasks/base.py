@@ -18,12 +18,16 @@ from typing import Any, ClassVar
 import luigi
 import orjson
 
+from skillsft.pipeline.envs import get_env
 from skillsft.pipeline.formats import jsonio
-from skillsft.pipeline.stages.outcome import DEFAULT_MAX_FAILURE_RATE, check_outcome, outcome_of
+from skillsft.pipeline.options import declared_values, shaping_values
+from skillsft.pipeline.stages.outcome import FailureRule, check_outcome, outcome_of
 from skillsft.pipeline.stages.result import StageResult
+from skillsft.schemas import Reject
 from skillsft.tasks.failures import record_failure
-from skillsft.tasks.params import EnvParams
+from skillsft.tasks.options_param import OptionsParameter, TaskListParameter
 from skillsft.tasks.targets import StageTarget, write_bytes_atomically
+from skillsft.tasks.teacher import TeacherParameter, TeacherPlan
 
 # Bumped when a stage's own logic changes in a way that changes its output.
 CODE_VERSION = "1"
@@ -121,14 +125,47 @@ def _signature_of_tree(root: Path) -> str:
     return digest.hexdigest()
 
 
-class StageTask(EnvParams, luigi.Task):
-    """Base of every stage: subclasses set `output_name` and implement `compute()`."""
+# Rejects lines for items a stage chose not to use (selection): listed, but not failures.
+SKIP_PREFIX = "skipped_"
+
+
+def rejects_lines(rejects: list[Reject]) -> bytes:
+    return jsonio.dumps_lines(rejects)
+
+
+class EnvParameter(luigi.Parameter):
+    """An environment name, checked against the registry (pipeline/envs) when a task is built,
+    not when this module is imported: an environment registered later is accepted, and a wrong
+    name fails with the list of valid ones."""
+
+    def normalize(self, x: Any) -> str:
+        return get_env(str(x)).name
+
+
+class InputFile(luigi.ExternalTask):
+    """A file made outside the graph (a user's memories, skill bank, trajectories); it counts in
+    the fingerprint of the task reading it by content, under `role` (else its name)."""
+
+    path = luigi.Parameter()
+    role = luigi.Parameter(default="", significant=False)
+
+    def output(self) -> luigi.LocalTarget:
+        return luigi.LocalTarget(self.path)
+
+
+class StageTask(luigi.Task):
+    """Base of every stage: subclasses set `output_name` and implement `compute()`.
+
+    A stage carries only what it reads: its inputs (upstream task instances or `InputFile`s,
+    composed by skillsft/graph.py) and its own options objects (`OptionsParameter`s). Its
+    fingerprint holds the shaping fields of those objects; the rest reaches it through the
+    upstream fingerprints, so a distill-only knob never invalidates stage 2."""
 
     output_name: ClassVar[str]
-    # The parameters this stage's own output depends on; the rest reach it through the
-    # upstream fingerprints. A distill-only knob then never invalidates stage 2.
-    shaping_params: ClassVar[tuple[str, ...]] = ()
+    env = EnvParameter()
+    work_dir = luigi.Parameter()
     output_path = luigi.Parameter(default="", significant=False)
+    inputs = TaskListParameter(default=())
 
     # -- what a subclass provides -------------------------------------------------------------
     def compute(self) -> StageOutput:
@@ -140,12 +177,42 @@ class StageTask(EnvParams, luigi.Task):
 
     def external_signatures(self) -> dict[str, str]:
         """Content signatures of inputs from outside the graph (files, folders)."""
-        return {}
+        files = [dep for dep in luigi.task.flatten(self.requires()) if isinstance(dep, InputFile)]
+        return {dep.role or f"{Path(dep.path).name}#{i}": hash_file(Path(dep.path))
+                for i, dep in enumerate(files)}
 
     # -- fingerprint --------------------------------------------------------------------------
+    def requires(self) -> Any:
+        return list(self.inputs)
+
+    def input_files(self) -> list[Path]:
+        return [Path(target.path) for target in luigi.task.flatten(self.input())]
+
+    def to_str_params(self, only_significant: bool = False, only_public: bool = False
+                      ) -> dict[str, str]:
+        """For the task id (`only_significant`), the teacher plan counts by its identity only
+        (TeacherPlan.identity); everywhere else it travels whole."""
+        params = super().to_str_params(only_significant, only_public)
+        teacher = getattr(self, "teacher", None)
+        if only_significant and isinstance(teacher, TeacherPlan) and "teacher" in params:
+            params["teacher"] = orjson.dumps(teacher.identity(),
+                                             option=orjson.OPT_SORT_KEYS).decode()
+        return params
+
+    def options(self) -> dict[str, Any]:
+        """This task's options objects, by parameter name."""
+        return {name: getattr(self, name) for name, param in self.get_params()
+                if isinstance(param, OptionsParameter) and not isinstance(param, TeacherParameter)}
+
     def fingerprinted_params(self) -> dict[str, Any]:
-        params = self.to_str_params(only_significant=True)
-        return {k: params[k] for k in sorted(("env", *self.shaping_params)) if k in params}
+        """The shaping fields of this task's teacher and options, by option name."""
+        params: dict[str, Any] = {"env": self.env}
+        teacher = getattr(self, "teacher", None)
+        if isinstance(teacher, TeacherPlan):
+            params.update(teacher.shaping(self.stage_name()))
+        for options in self.options().values():
+            params.update(shaping_values(options))
+        return dict(sorted(params.items()))
 
     def upstream_tasks(self) -> list["StageTask"]:
         deps = luigi.task.flatten(self.requires())
@@ -192,9 +259,9 @@ class StageTask(EnvParams, luigi.Task):
             raise result.failure
         if result.result is not None:
             # The one place the failure rule is applied.
-            rate = getattr(self, "max_failure_rate", DEFAULT_MAX_FAILURE_RATE)
+            rule = getattr(self, "failure", FailureRule())
             outcome = outcome_of(result.result, self.stage_name(), result.input_name)
-            check_outcome(outcome, rate, str(folder / result.rejects_name))
+            check_outcome(outcome, rule.max_failure_rate, str(folder / result.rejects_name))
         for name, data in result.side_files.items():
             if name != result.rejects_name:
                 write_bytes_atomically(folder / name, data)
@@ -204,6 +271,7 @@ class StageTask(EnvParams, luigi.Task):
                 "task": self.get_task_family(),
                 "stage": self.stage_name(),
                 "params": self.fingerprinted_params(),
+                "options": {name: declared_values(value) for name, value in self.options().items()},
                 "versions": self.version_tags(),
                 "counts": result.counts,
                 "teacher": result.teacher,

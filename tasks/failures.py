@@ -15,6 +15,7 @@ import orjson
 
 from skillsft.pipeline.errors import ConfigError, RolloutDirError, SkillsftError
 from skillsft.pipeline.teacher.batch.pending import BatchesPending
+from skillsft.pipeline.workdir import failure_for
 
 # Errors the user fixes in their command line, environment or configuration: exit status 2.
 # Every other deliberate error (bad data, too many failures, empty output) is a failed run: 1.
@@ -31,7 +32,7 @@ class TaskFailure:
 
 
 def failure_path(output: Path) -> Path:
-    return output.parent / ".skillsft" / "failures" / f"{output.name}.json"
+    return failure_for(output)
 
 
 def record_failure(output: Path, stage: str, exception: BaseException) -> str:

@@ -8,59 +8,41 @@ versions, so changing any of them recomputes it and nothing else does. `SkillDoc
 """
 
 from pathlib import Path
-from typing import Any
 
 import luigi
 
+from skillsft.pipeline import workdir
 from skillsft.pipeline.envs import get_env
 from skillsft.pipeline.errors import InputError
 from skillsft.pipeline.formats import jsonio
-from skillsft.tasks.base import StageOutput, StageTask, hash_file, signature_of_tree
-from skillsft.tasks.params import (
-    RENDERING,
-    AggregateParams,
-    DistillParams,
-    MemoryParams,
-    SelectionParams,
-    TeacherParams,
-)
-from skillsft.tasks.teacher import build_teacher
+from skillsft.pipeline.stages.distill import DistillOptions
+from skillsft.pipeline.stages.outcome import FailureRule
+from skillsft.tasks.base import StageOutput, StageTask, signature_of_tree
+from skillsft.tasks.options_param import OptionsParameter
+from skillsft.tasks.teacher import TeacherParameter, build_teacher, scorer_for
 
 
-class FromSkillBank(SelectionParams, TeacherParams, MemoryParams, AggregateParams, DistillParams,
-                    StageTask):
-    """A stage reading the skill bank: the user's file (`skill_bank`) or stage 2's output."""
-
-    skill_bank = luigi.Parameter(default="")
-
-    def requires(self) -> list[luigi.Task]:
-        from skillsft.tasks.stages import AggregateSkillBank, InputFile
-
-        if self.skill_bank:
-            return [InputFile(path=self.skill_bank)]
-        return [self.clone(AggregateSkillBank)]
+class FromSkillBank(StageTask):
+    """A stage reading the skill bank: its one input (the user's file or stage 2's output)."""
 
     def bank_file(self) -> Path:
         return Path(luigi.task.flatten(self.input())[0].path)
 
-    def external_signatures(self) -> dict[str, str]:
-        return {"skill_bank": hash_file(Path(self.skill_bank))} if self.skill_bank else {}
-
 
 class PreferencePairs(FromSkillBank):
     stage = "preferences"
-    shaping_params = ("teacher", "base_url", "base_url_digest", "distill_model",
-                      "max_output_tokens", *RENDERING)
+    # Every episode of the folder, mixed envs included: its own input, beside the bank.
+    rollout_dir = luigi.Parameter(default="")
+    teacher = TeacherParameter()
+    distill = OptionsParameter(DistillOptions)  # the same rendering and skills as stage 3
+    failure = OptionsParameter(FailureRule)
     # `skillsft preferences` fails on an empty result; `run --preferences` writes the empty
     # file (the SFT corpus is the run's product) and the report shows why it is empty.
     require_pairs = luigi.BoolParameter(default=False, significant=False)
 
     @property
     def output_name(self) -> str:  # type: ignore[override]
-        return f"{self.env}_preference_pairs.jsonl"
-
-    def fingerprinted_params(self) -> dict[str, Any]:
-        return dict(sorted({**super().fingerprinted_params(), **self.selection_params()}.items()))
+        return workdir.preference_pairs(self.env)
 
     def external_signatures(self) -> dict[str, str]:
         return {**super().external_signatures(),
@@ -74,20 +56,18 @@ class PreferencePairs(FromSkillBank):
 
     def compute(self) -> StageOutput:
         from skillsft.pipeline.episodes import collect_episodes
-        from skillsft.pipeline.formats.conversations import RenderOptions
         from skillsft.pipeline.formats.skill_bank_io import load_skill_bank
         from skillsft.pipeline.stages.preferences import PreferenceOptions, build_preference_pairs
 
         spec = get_env(self.env)
         episodes = collect_episodes(spec, self.rollout_dir)
         bank = load_skill_bank(self.bank_file(), spec)
-        teacher = build_teacher(self, "preferences", self.distill_model)
+        teacher = build_teacher(self.teacher, self.stage, Path(self.work_dir))
         options = PreferenceOptions(
-            render=RenderOptions(history=self.history, seed=self.seed,
-                                 search_information=self.keep_information),
+            render=self.distill.render,
             input_name=str(self.rollout_dir),
-            skills=self.skill_selection(),
-            scorer=self.scorer(),
+            skills=self.distill.skills,
+            scorer=scorer_for(self.distill.skills, self.teacher, Path(self.work_dir)),
         )
         result = build_preference_pairs(episodes.groups, spec, options, teacher, bank)
         if self.require_pairs and not result.records:
@@ -107,7 +87,6 @@ class PreferencePairs(FromSkillBank):
 
 class SkillDocument(FromSkillBank):
     stage = "skills"
-    shaping_params = ()
 
     @property
     def output_name(self) -> str:  # type: ignore[override]

@@ -1,24 +1,40 @@
-"""`skillsft report`: rebuild report.json and report.md of a work dir from its manifests."""
+"""The report task: report.json + report.md from every manifest; re-made whenever the corpus
+changes. Its inputs are the corpus (Flatten), the skill document and, when asked for, the
+preference pairs; it finds the work dir through the corpus it was handed, not by convention."""
 
 from pathlib import Path
 
+import luigi
+
+from skillsft.pipeline import workdir
 from skillsft.pipeline.formats import jsonio
-from skillsft.pipeline.stages.report import build_report, render_report_md
-from skillsft.tasks.targets import iter_manifests, write_bytes_atomically
+from skillsft.pipeline.stages.report import ReportOptions
+from skillsft.tasks.base import StageOutput, StageTask
+from skillsft.tasks.options_param import OptionsParameter
+from skillsft.tasks.targets import StageTarget
 
 
-def detect_env(work_dir: Path) -> str:
-    """The environment whose corpus lies in the work dir (every stage manifest records it)."""
-    for _name, manifest in iter_manifests(work_dir):
-        env = manifest.get("params", {}).get("env")
-        if env:
-            return str(env)
-    raise SystemExit(f"skillsft: {work_dir} holds no finished stage; run `skillsft run` first")
+class BuildReport(StageTask):
+    stage = "report"
+    output_name = workdir.REPORT_JSON
+    report = OptionsParameter(ReportOptions)
 
+    def corpus_dir(self) -> Path:
+        return Path(luigi.task.flatten(self.input())[0].path).parent
 
-def report_command(work_dir: Path, cutoff_len: int = 8192) -> None:
-    env = detect_env(work_dir)
-    report = build_report(work_dir, env, cutoff_len)
-    write_bytes_atomically(work_dir / "report.json", jsonio.dumps(report))
-    write_bytes_atomically(work_dir / "report.md", render_report_md(report).encode())
-    print(f"skillsft: wrote {work_dir / 'report.json'} and {work_dir / 'report.md'}")
+    def compute(self) -> StageOutput:
+        from skillsft.pipeline.stages.report import build_report, render_report_md
+
+        folder = self.corpus_dir()
+        pairs = folder / workdir.preference_pairs(self.env)
+        if not any(Path(t.path) == pairs for t in luigi.task.flatten(self.input())):
+            # Pairs an earlier run made from other settings are retired, so that neither this
+            # report nor a publish presents them with this corpus (their teacher answers stay
+            # in the journal: asking for them again costs nothing).
+            StageTarget(pairs, "").invalidate()
+            pairs.unlink(missing_ok=True)
+        report = build_report(folder, self.env, self.report.cutoff_len)
+        return StageOutput(
+            payload=jsonio.dumps(report),
+            side_files={workdir.REPORT_MD: render_report_md(report).encode()},
+        )

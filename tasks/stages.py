@@ -1,102 +1,60 @@
 """One thin Luigi task per stage; each reads its inputs, calls one pipeline function, returns bytes.
 
-Graph (run): ParseRollouts -> GenerateMemories -> AggregateSkillBank -> Distill -> Flatten
--> BuildReport (-> PublishCorpus when a repo id is given), wrapped by RunEnv. With
-`--skill-bank FILE` stage 2 is left out and Distill reads that file. Single-stage commands
-build the same tasks with `input_paths` pointing at user files instead of upstream tasks.
+Graph (run, composed by skillsft/graph.py): ParseRollouts -> GenerateMemories ->
+AggregateSkillBank -> Distill -> Flatten -> BuildReport (tasks/report.py; -> PublishCorpus when
+a repo id is given), wrapped by RunEnv (tasks/run.py). With `--skill-bank FILE` stage 2 is left
+out and Distill reads that file. Single-stage commands build the same tasks with `InputFile`s
+for inputs instead of upstream tasks. Each task carries its inputs and its own options objects.
 """
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import luigi
 
+from skillsft.pipeline import workdir
 from skillsft.pipeline.envs import get_env
 from skillsft.pipeline.formats import jsonio
 from skillsft.pipeline.formats.record_files import TRAJECTORIES, load_records
+from skillsft.pipeline.selection import SelectionOptions
+from skillsft.pipeline.stages.aggregate import AggregateOptions
+from skillsft.pipeline.stages.distill import DistillOptions
+from skillsft.pipeline.stages.flatten import FlattenOptions
+from skillsft.pipeline.stages.memories import MemoryOptions
+from skillsft.pipeline.stages.outcome import FailureRule
 from skillsft.schemas import Reject
-from skillsft.tasks.base import StageOutput, StageTask, hash_file, signature_of_tree
-from skillsft.tasks.params import (
-    RENDERING,
-    SELECTION,
-    AggregateParams,
-    CardParams,
-    DistillParams,
-    EnvParameter,
-    FailureParams,
-    MemoryParams,
-    SelectionParams,
-    TeacherParams,
-)
-from skillsft.tasks.teacher import build_teacher
+from skillsft.tasks.base import StageOutput, StageTask, rejects_lines, signature_of_tree
+from skillsft.tasks.options_param import OptionsParameter
+from skillsft.tasks.teacher import TeacherParameter, build_teacher, scorer_for
 
 
-class InputFile(luigi.ExternalTask):
-    """A file made outside the graph (a user's memories, skill bank, trajectories)."""
-
-    path = luigi.Parameter()
-
-    def output(self) -> luigi.LocalTarget:
-        return luigi.LocalTarget(self.path)
-
-
-class FromInputs:
-    """Mixin: read `input_paths` when given, else the output of the upstream stage task."""
-
-    input_paths = luigi.ListParameter(default=(), significant=False)
-
-    def upstream(self) -> luigi.Task:
-        raise NotImplementedError
-
-    def requires(self) -> Any:
-        if self.input_paths:
-            return [InputFile(path=p) for p in self.input_paths]
-        return [self.upstream()]
-
-    def input_files(self) -> list[Path]:
-        return [Path(target.path) for target in luigi.task.flatten(self.input())]
-
-    def external_signatures(self) -> dict[str, str]:
-        return {Path(p).name + f"#{i}": hash_file(Path(p)) for i, p in enumerate(self.input_paths)}
-
-
-def rejects_lines(rejects: list[Reject]) -> bytes:
-    return jsonio.dumps_lines(rejects)
-
-
-class ParseRollouts(SelectionParams, FailureParams, StageTask):
+class ParseRollouts(StageTask):
     stage = "parse"
-    output_name = "processed_trajectories.json"
-    shaping_params = SELECTION
-
-    def requires(self) -> list[luigi.Task]:
-        return []
+    output_name = workdir.PROCESSED
+    # The only task that reads the rollout folder for the SFT corpus (checked by the CLI).
+    rollout_dir = luigi.Parameter(default="")
+    selection = OptionsParameter(SelectionOptions)
+    failure = OptionsParameter(FailureRule)
 
     def external_signatures(self) -> dict[str, str]:
         return {"rollout_dir": signature_of_tree(Path(self.rollout_dir))}
 
     def compute(self) -> StageOutput:
-        from skillsft.pipeline.selection import SelectionOptions, SourceRange
         from skillsft.pipeline.stages.parse import parse_rollouts
 
-        options = SelectionOptions(
-            search_source_ranges=tuple(SourceRange.parse(r) for r in self.source_ranges),
-            **{name: getattr(self, name) for name in SELECTION if name != "source_ranges"},
-        )
-        result = parse_rollouts(Path(self.rollout_dir), get_env(self.env), options, progress=True)
+        result = parse_rollouts(Path(self.rollout_dir), get_env(self.env), self.selection,
+                                progress=True)
         return StageOutput.of(result, jsonio.dumps(result.records), input_name=self.rollout_dir,
-                              rejects_name="rejects.jsonl")
+                              rejects_name=workdir.REJECTS["parse"])
 
 
-class GenerateMemories(FromInputs, SelectionParams, TeacherParams, MemoryParams, StageTask):
+class GenerateMemories(StageTask):
     stage = "memories"
-    output_name = "generated_memories.json"
-    shaping_params = ("teacher", "base_url", "base_url_digest", "memory_model",
-                      "max_output_tokens",
-                      "all_trajectories")
-
-    def upstream(self) -> luigi.Task:
-        return self.clone(ParseRollouts)
+    output_name = workdir.MEMORIES
+    teacher = TeacherParameter()
+    memories = OptionsParameter(MemoryOptions)
+    failure = OptionsParameter(FailureRule)
 
     def version_tags(self) -> dict[str, str]:
         from skillsft.pipeline.stages.memories import PROMPT_VERSIONS
@@ -104,28 +62,24 @@ class GenerateMemories(FromInputs, SelectionParams, TeacherParams, MemoryParams,
         return {f"prompt/{k}": v for k, v in PROMPT_VERSIONS.items()}
 
     def compute(self) -> StageOutput:
-        from skillsft.pipeline.stages.memories import MemoryOptions, generate_memories
+        from skillsft.pipeline.stages.memories import generate_memories
 
         source = self.input_files()[0]
         loaded = load_records(source, TRAJECTORIES, self.stage)
-        teacher = build_teacher(self, "memory", self.memory_model)
-        options = MemoryOptions(all_trajectories=self.all_trajectories, input_name=str(source))
+        teacher = build_teacher(self.teacher, self.stage, Path(self.work_dir))
+        options = replace(self.memories, input_name=str(source))
         result = generate_memories(loaded.records, get_env(self.env), options, teacher)
         result.absorb_load(loaded)
         return StageOutput.of(result, jsonio.dumps(result.records), input_name=str(source),
-                              rejects_name="memories_rejects.jsonl")
+                              rejects_name=workdir.REJECTS["memories"])
 
 
-class AggregateSkillBank(FromInputs, SelectionParams, TeacherParams, MemoryParams,
-                         AggregateParams, StageTask):
+class AggregateSkillBank(StageTask):
     stage = "aggregate"
-    output_name = "skill_bank.json"
-    shaping_params = ("teacher", "base_url", "base_url_digest", "aggregate_model",
-                      "max_output_tokens", "batch_size", "general_skills", "category_skills",
-                      "common_mistakes")
-
-    def upstream(self) -> luigi.Task:
-        return self.clone(GenerateMemories)
+    output_name = workdir.SKILL_BANK
+    teacher = TeacherParameter()
+    aggregate = OptionsParameter(AggregateOptions)
+    failure = OptionsParameter(FailureRule)
 
     def version_tags(self) -> dict[str, str]:
         from skillsft.pipeline.stages.aggregate import PROMPT_VERSIONS
@@ -133,30 +87,21 @@ class AggregateSkillBank(FromInputs, SelectionParams, TeacherParams, MemoryParam
         return {f"prompt/{k}": v for k, v in PROMPT_VERSIONS.items()}
 
     def compute(self) -> StageOutput:
-        from skillsft.pipeline.envs.prompt_profiles import BankShape, CountRange
         from skillsft.pipeline.formats.skill_bank_io import load_memory_files
-        from skillsft.pipeline.stages.aggregate import (
-            AggregateOptions,
-            AggregationError,
-            aggregate_memories,
-        )
+        from skillsft.pipeline.stages.aggregate import AggregationError, aggregate_memories
         from skillsft.pipeline.stages.result import StageResult
 
         spec = get_env(self.env)
         inputs = ", ".join(map(str, self.input_files()))
         loaded = load_memory_files(self.input_files(), spec)
-        rejects_name = "aggregate_rejects.jsonl"
+        rejects_name = workdir.REJECTS["aggregate"]
         if not loaded.records:  # nothing to merge: no teacher call; StageTask.run fails it
             empty: StageResult[Any] = StageResult([], unit="memory records")
             empty.absorb_load(loaded)
             return StageOutput.of(empty, b"", input_name=inputs, rejects_name=rejects_name)
-        teacher = build_teacher(self, "aggregate", self.aggregate_model)
-        shape = BankShape(CountRange.parse(self.general_skills),
-                          CountRange.parse(self.category_skills),
-                          CountRange.parse(self.common_mistakes))
-        options = AggregateOptions(batch_size=self.batch_size, shape=shape)
+        teacher = build_teacher(self.teacher, self.stage, Path(self.work_dir))
         try:
-            result = aggregate_memories(loaded.records, spec, options, teacher)
+            result = aggregate_memories(loaded.records, spec, self.aggregate, teacher)
         except AggregationError as error:
             failed = [Reject(stage=self.stage, file=inputs, reason="teacher_error",
                              step=request_id, detail=f"aggregation call {request_id}: {message}")
@@ -170,151 +115,66 @@ class AggregateSkillBank(FromInputs, SelectionParams, TeacherParams, MemoryParam
                               input_name=inputs, rejects_name=rejects_name)
 
 
-class Distill(FromInputs, SelectionParams, TeacherParams, MemoryParams, AggregateParams,
-              DistillParams, StageTask):
+class Distill(StageTask):
+    """Inputs: the processed trajectories, then the skill bank."""
+
     stage = "distill"
-    output_name = "distilled_trajectories.json"
-    shaping_params = ("teacher", "base_url", "base_url_digest", "distill_model",
-                      "max_output_tokens", *RENDERING)
-    skill_bank = luigi.Parameter(default="")
-
-    def upstream(self) -> luigi.Task:
-        return self.clone(ParseRollouts)
-
-    def requires(self) -> list[luigi.Task]:
-        bank = InputFile(path=self.skill_bank) if self.skill_bank else self.clone(
-            AggregateSkillBank)
-        return [*super().requires(), bank]
-
-    def external_signatures(self) -> dict[str, str]:
-        signatures = super().external_signatures()
-        if self.skill_bank:
-            signatures["skill_bank"] = hash_file(Path(self.skill_bank))
-        return signatures
+    output_name = workdir.DISTILLED
+    teacher = TeacherParameter()
+    distill = OptionsParameter(DistillOptions)
+    failure = OptionsParameter(FailureRule)
 
     def version_tags(self) -> dict[str, str]:
         from skillsft.pipeline.stages.distill import PROMPT_VERSION
 
         return {"prompt/distill": PROMPT_VERSION}
 
-    def fingerprinted_params(self) -> dict[str, Any]:
-        return dict(sorted({**super().fingerprinted_params(), **self.selection_params()}.items()))
-
     def compute(self) -> StageOutput:
-        from skillsft.pipeline.formats.conversations import RenderOptions
         from skillsft.pipeline.formats.skill_bank_io import load_skill_bank
-        from skillsft.pipeline.stages.distill import DistillOptions, distill
+        from skillsft.pipeline.stages.distill import distill
 
         spec = get_env(self.env)
         *inputs, bank_path = self.input_files()
         loaded = load_records(inputs[0], TRAJECTORIES, self.stage)
         bank = load_skill_bank(bank_path, spec)
-        teacher = build_teacher(self, "distill", self.distill_model)
-        options = DistillOptions(
-            render=RenderOptions(history=self.history, seed=self.seed,
-                                 search_information=self.keep_information),
-            input_name=str(inputs[0]),
-            skills=self.skill_selection(),
-        )
-        result = distill(loaded.records, spec, options, teacher, bank, self.scorer())
+        teacher = build_teacher(self.teacher, self.stage, Path(self.work_dir))
+        options = replace(self.distill, input_name=str(inputs[0]))
+        scorer = scorer_for(options.skills, self.teacher, Path(self.work_dir))
+        result = distill(loaded.records, spec, options, teacher, bank, scorer)
         result.absorb_load(loaded)
         return StageOutput.of(result, jsonio.dumps(result.records), input_name=str(inputs[0]),
-                              rejects_name="distill_rejects.jsonl")
+                              rejects_name=workdir.REJECTS["distill"])
 
 
-class Flatten(FromInputs, SelectionParams, TeacherParams, MemoryParams, AggregateParams,
-              DistillParams, StageTask):
+class Flatten(StageTask):
     stage = "flatten"
-    shaping_params = ("history",)  # the records' layout; seed and information live upstream
-    skill_bank = luigi.Parameter(default="")
+    flatten = OptionsParameter(FlattenOptions)
+    failure = OptionsParameter(FailureRule)
 
     @property
     def output_name(self) -> str:  # type: ignore[override]
-        return f"{self.env}_sft_data.json"
-
-    def upstream(self) -> luigi.Task:
-        return self.clone(Distill)
+        return workdir.corpus(self.env)
 
     def compute(self) -> StageOutput:
-        from skillsft.pipeline.formats.conversations import RenderOptions
         from skillsft.pipeline.formats.record_files import CONVERSATIONS
-        from skillsft.pipeline.stages.flatten import FlattenOptions, flatten
+        from skillsft.pipeline.stages.flatten import flatten
 
         spec = get_env(self.env)
         path = self.input_files()[0]
         loaded = load_records(path, CONVERSATIONS, self.stage)
-        options = FlattenOptions(
-            render=RenderOptions(history=self.history, seed=self.seed,
-                                 search_information=self.keep_information),
-            input_name=str(path),
-        )
+        options = replace(self.flatten, input_name=str(path))
         result = flatten(loaded.records, spec, options)
         result.absorb_load(loaded)
         stem = self.output_file().stem
         provenance_name = f"{stem.removesuffix('_data')}_provenance.jsonl"
         return StageOutput.of(
             result, jsonio.dumps(result.records), input_name=str(path),
-            rejects_name="flatten_rejects.jsonl",
+            rejects_name=workdir.REJECTS["flatten"],
             side_files={
                 f"{stem}.jsonl": jsonio.dumps_lines(result.records),
                 provenance_name: jsonio.dumps_lines(result.extras["provenance"]),
             },
         )
-
-
-class BuildReport(Flatten):
-    """report.json + report.md from every manifest; re-made whenever the corpus changes."""
-
-    stage = "report"
-    output_name = "report.json"  # type: ignore[assignment]
-    shaping_params = ("cutoff_len",)
-    preferences = luigi.BoolParameter(default=False)  # also preference pairs
-
-    def requires(self) -> list[luigi.Task]:
-        from skillsft.tasks.preferences import PreferencePairs, SkillDocument
-
-        extras = [self.clone(PreferencePairs)] if self.preferences else []
-        return [self.clone(Flatten), self.clone(SkillDocument), *extras]
-
-    def compute(self) -> StageOutput:
-        from skillsft.pipeline.stages.report import build_report, render_report_md
-        from skillsft.tasks.preferences import PreferencePairs
-
-        if not self.preferences:
-            # Pairs an earlier run made from other settings are retired, so that neither this
-            # report nor a publish presents them with this corpus (their teacher answers stay
-            # in the journal: asking for them again costs nothing).
-            stale = self.clone(PreferencePairs).output()
-            stale.invalidate()
-            Path(stale.path).unlink(missing_ok=True)
-        report = build_report(Path(self.work_dir), self.env, self.cutoff_len)
-        return StageOutput(
-            payload=jsonio.dumps(report),
-            side_files={"report.md": render_report_md(report).encode()},
-        )
-
-
-class RunEnv(SelectionParams, TeacherParams, MemoryParams, AggregateParams, DistillParams,
-             CardParams, luigi.WrapperTask):
-    """Everything for one environment: the task `skillsft run <env>` builds."""
-
-    env = EnvParameter()
-    work_dir = luigi.Parameter()
-    skill_bank = luigi.Parameter(default="")
-    repo_id = luigi.Parameter(default="")
-    private = luigi.BoolParameter(default=False)
-    revision = luigi.Parameter(default="")
-    validation_fraction = luigi.FloatParameter(default=0.0)
-    preferences = luigi.BoolParameter(default=False)
-    allow_offline = luigi.BoolParameter(default=False)
-
-    def requires(self) -> list[luigi.Task]:
-        wanted: list[luigi.Task] = [self.clone(BuildReport)]
-        if self.repo_id:
-            from skillsft.tasks.publish import PublishCorpus
-
-            wanted.append(self.clone(PublishCorpus))
-        return wanted
 
 
 SINGLE_STAGE_TASKS: dict[str, type[StageTask]] = {

@@ -27,10 +27,9 @@ def summary_lines(graph: Iterable[luigi.Task]) -> list[str]:
             state = "waiting for its batches" if failure and failure.waiting else "not finished"
             lines.append(f"  {task.stage_name():<10} {state}")
             continue
-        counts = manifest.get("counts", {})
-        shown = ", ".join(f"{k}={v}" for k, v in sorted(counts.items()))
-        lines.append(f"  {task.stage_name():<10} {manifest.get('wall_seconds', 0):>8.1f}s  {shown}")
-        for usage in manifest.get("teacher", []):
+        shown = ", ".join(f"{k}={v}" for k, v in sorted(manifest.counts.items()))
+        lines.append(f"  {task.stage_name():<10} {manifest.wall_seconds:>8.1f}s  {shown}")
+        for usage in manifest.teacher:
             offline = offline or (usage.get("model") or "offline") == "offline"
             cost = usage.get("cost_usd")
             cost_text = "cost unknown" if cost is None else f"${cost:.4f}"

@@ -20,13 +20,15 @@ from typing import Any
 
 import luigi
 import orjson
+from pydantic import ValidationError
 
 # The durable writes live in pipeline/ (the journal needs them too); re-exported for the tasks.
 from skillsft.pipeline.durable import fsync_folder, write_bytes_atomically  # noqa: F401
+from skillsft.pipeline.workdir import MANIFEST_SUFFIX, STATE_DIR
+from skillsft.pipeline.workdir import manifest_for as manifest_path_for
+from skillsft.schemas.manifest import Manifest
 
-
-def manifest_path_for(output: Path) -> Path:
-    return output.parent / ".skillsft" / f"{output.name}.manifest.json"
+__all__ = ["StageTarget", "iter_manifests", "manifest_path_for", "write_bytes_atomically"]
 
 
 class StageTarget(luigi.LocalTarget):
@@ -37,30 +39,31 @@ class StageTarget(luigi.LocalTarget):
         self.fingerprint = fingerprint
         self.manifest_path = manifest_path_for(Path(path))
 
-    def read_manifest(self) -> dict[str, Any] | None:
+    def read_manifest(self) -> Manifest | None:
         try:
-            return orjson.loads(self.manifest_path.read_bytes())
-        except (OSError, orjson.JSONDecodeError):
+            return Manifest.model_validate_json(self.manifest_path.read_bytes())
+        except (OSError, ValidationError):
             return None
 
     def exists(self) -> bool:
         if not super().exists():
             return False
         manifest = self.read_manifest()
-        return manifest is not None and manifest.get("fingerprint") == self.fingerprint
+        return manifest is not None and manifest.fingerprint == self.fingerprint
 
     def teacher_failures(self) -> int:
         """Teacher requests that failed when this output was made and that the next run will
         try again (manifests older than that count every failure)."""
-        manifest = self.read_manifest() or {}
+        manifest = self.read_manifest()
+        usages = manifest.teacher if manifest else []
         return sum(int(usage.get("retryable_failures", usage.get("calls_failed", 0)))
-                   for usage in manifest.get("teacher", []))
+                   for usage in usages)
 
     def write(self, data: bytes) -> None:
         write_bytes_atomically(Path(self.path), data)
 
     def write_manifest(self, manifest: dict[str, Any]) -> None:
-        body = {"fingerprint": self.fingerprint, **manifest}
+        body = Manifest(fingerprint=self.fingerprint, **manifest).model_dump(mode="json")
         write_bytes_atomically(self.manifest_path, orjson.dumps(body, option=orjson.OPT_INDENT_2))
 
     def invalidate(self) -> None:
@@ -71,8 +74,8 @@ class StageTarget(luigi.LocalTarget):
 
 def iter_manifests(folder: Path) -> Iterator[tuple[str, dict[str, Any]]]:
     """Every manifest in a work dir, by output file name, for the report and the summary."""
-    for path in sorted((folder / ".skillsft").glob("*.manifest.json")):
+    for path in sorted((folder / STATE_DIR).glob(f"*{MANIFEST_SUFFIX}")):
         try:
-            yield path.name.removesuffix(".manifest.json"), orjson.loads(path.read_bytes())
+            yield path.name.removesuffix(MANIFEST_SUFFIX), orjson.loads(path.read_bytes())
         except (OSError, orjson.JSONDecodeError):
             continue

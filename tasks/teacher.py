@@ -1,68 +1,155 @@
-"""Build the teacher a stage task uses, from its Luigi parameters plus the environment.
+"""The teacher a stage task uses: one resolved plan per command, plus the worker's secrets.
 
-The API key never travels as a Luigi parameter (parameters are logged and sent to the
-scheduler); `TeacherSettings.resolve` reads it here, inside the worker, from
-OPENAI_API_KEY / DEEPSEEK_API_KEY. Neither do credentials inside the base URL: the parameter
-holds the redacted URL and a hash of the full one, which is found again in the environment.
-Three optional layers: the Batch API (--batch), a dry run's estimating teacher
-(`estimate_for`: the work dir whose journal counts as free), and the --max-cost budget around
-whichever teacher pays.
+The command line resolves `TeacherSettings` once (flags > environment > defaults) and hands the
+stage tasks a `TeacherPlan`: those settings without the API key and with the base URL's
+credentials redacted, the models per stage, and how this command runs its teacher (--batch,
+--max-cost, an estimate). The plan is one Luigi parameter; the key never is (parameters are
+logged and sent to the scheduler): the worker reads it from OPENAI_API_KEY / DEEPSEEK_API_KEY,
+and finds a credential-bearing URL again by its digest (endpoints.hand_over).
 """
 
 import os
+from collections.abc import Mapping, MutableMapping
 from pathlib import Path
 from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
 from skillsft.pipeline.teacher.base import BatchStats, Teacher
 from skillsft.pipeline.teacher.batch.teacher import BatchOptions, BatchTeacher
 from skillsft.pipeline.teacher.budget import BudgetedTeacher, SpendFile
 from skillsft.pipeline.teacher.estimate import EstimatingTeacher
 from skillsft.pipeline.teacher.factory import make_teacher
-from skillsft.pipeline.teacher.openai.endpoints import full_base_url
-from skillsft.pipeline.teacher.settings import TeacherSettings
+from skillsft.pipeline.teacher.openai.endpoints import full_base_url, hand_over, redact_url
+from skillsft.pipeline.teacher.settings import FIELD_VARIABLES, TeacherSettings
+from skillsft.pipeline.workdir import WorkDir
+from skillsft.tasks.options_param import OptionsParameter
 
 CHUNK_WINDOWS = 4  # with --max-cost, a live stage checks the spend every 4 x concurrency calls
 # The stages the command was told to --force, handed to the workers (they retry every earlier
 # teacher failure of those stages once more).
 FORCED_STAGES_VARIABLE = "SKILLSFT_FORCED_STAGES"
+# A task's stage -> (the teacher's stage name, the fingerprint name of its model).
+TEACHER_STAGES: dict[str, tuple[str, str]] = {
+    "memories": ("memory", "memory_model"),
+    "aggregate": ("aggregate", "aggregate_model"),
+    "distill": ("distill", "distill_model"),
+    "preferences": ("preferences", "distill_model"),
+}
 
 
-def teacher_settings(task: Any, model: str) -> TeacherSettings:
-    """The settings of a task's teacher: its parameters plus, from the environment, the key and
-    the base URL's credentials."""
-    return TeacherSettings.resolve(
-        teacher=task.teacher,
-        base_url=full_base_url(task.base_url, task.base_url_digest) or None,
-        model=model or None,
-        concurrency=task.concurrency,
-        max_concurrency=task.max_concurrency,
-        rpm=task.rpm or None,
-        tpm=task.tpm or None,
-        price_file=task.prices or None,
-        max_output_tokens=task.max_output_tokens,
-        response_format=task.response_format,
-        timeout=task.timeout,
-        request_deadline=task.request_deadline or None,
-        retry_failed=task.retry_failed,
-        retry_forced=task.stage_name() in os.environ.get(FORCED_STAGES_VARIABLE, "").split(","),
-    )
+# The settings that decide what answers a request gets (the rest is pace, budget, retries).
+IDENTITY_SETTINGS = {"teacher", "base_url", "model", "stage_models", "default_model",
+                     "temperature", "max_output_tokens"}
 
 
-def build_teacher(task: Any, stage: str, model: str) -> Teacher:
-    settings = teacher_settings(task, model)
-    if task.estimate_for and settings.teacher == "openai":
-        return EstimatingTeacher(settings, Path(task.estimate_for) / "journal", stage,
-                                 Path(task.work_dir) / "estimate")
-    waiting = BatchOptions(wait=task.batch_wait, poll_seconds=task.batch_poll)
-    teacher = make_teacher(settings, journal_dir=Path(task.work_dir) / "journal", stage=stage,
-                           batch=waiting if task.stage_name() in task.batch_stages else None,
+class TeacherPlan(BaseModel):
+    """Everything a stage's teacher needs except the secrets; the `teacher` Luigi parameter."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    settings: TeacherSettings = Field(default_factory=TeacherSettings)  # key-less, URL redacted
+    # A hash of the full base URL when it carries credentials: changing the credential changes
+    # the fingerprint, and the worker finds the full URL by it.
+    base_url_digest: str = ""
+    # The model per fingerprint name (`memory_model`, ...; openai only).
+    models: dict[str, str] = Field(default_factory=dict)
+    # How this command runs its teacher; never what is asked, so never in a fingerprint.
+    batch_stages: tuple[str, ...] = ()
+    batch_wait: bool = False
+    batch_poll: float = 30.0
+    max_cost: float | None = None
+    spend_id: str = ""  # this command's spend file (--max-cost)
+    estimate_for: str = ""  # a dry run: the work dir whose journal counts as free
+
+    @classmethod
+    def public(cls, resolved: TeacherSettings, models: Mapping[str, str],
+               environ: MutableMapping[str, str], **run: Any) -> "TeacherPlan":
+        """The plan of fully resolved settings, with the secrets taken out."""
+        live = resolved.teacher == "openai"
+        settings = resolved.model_copy(update={
+            "api_key": None,
+            "base_url": redact_url(resolved.endpoint()) if live else None,
+        })
+        return cls(settings=settings,
+                   base_url_digest=hand_over(resolved.endpoint(), environ) if live else "",
+                   models=dict(models) if live else {}, **run)
+
+    def identity(self) -> dict[str, Any]:
+        """What the task id holds of the plan: who answers (teacher, endpoint, models, answer
+        length), not how fast or under which budget. Two processes sharing a `luigid` then
+        name the same stage the same whatever their --concurrency or --max-cost, and one
+        runs it (as before, when those knobs were insignificant Luigi parameters)."""
+        settings = self.settings.model_dump(mode="json", include=IDENTITY_SETTINGS)
+        return {"settings": settings, "base_url_digest": self.base_url_digest,
+                "models": self.models}
+
+    @property
+    def kind(self) -> str:
+        return self.settings.teacher
+
+    def model_for(self, stage: str) -> str:
+        _, model_name = TEACHER_STAGES[stage]
+        return self.models.get(model_name, "")
+
+    def shaping(self, stage: str) -> dict[str, str]:
+        """What of the teacher shapes `stage`'s output, as the fingerprint spells it."""
+        _, model_name = TEACHER_STAGES[stage]
+        return {"teacher": self.kind, "base_url": self.settings.base_url or "",
+                "base_url_digest": self.base_url_digest, model_name: self.model_for(stage),
+                "max_output_tokens": str(self.settings.max_output_tokens)}
+
+    def settings_for(self, stage: str, environ: Mapping[str, str] | None = None
+                     ) -> TeacherSettings:
+        """The full settings inside the worker: the key and the URL's credentials added back."""
+        env = os.environ if environ is None else environ
+        key = next((env[v] for v in FIELD_VARIABLES["api_key"] if env.get(v)), None)
+        url = full_base_url(self.settings.base_url or "", self.base_url_digest, env) or None
+        forced = stage in env.get(FORCED_STAGES_VARIABLE, "").split(",")
+        return self.settings.model_copy(update={
+            "api_key": SecretStr(key) if key else None, "base_url": url,
+            "model": self.model_for(stage) or None, "retry_forced": forced,
+        })
+
+
+class TeacherParameter(OptionsParameter):
+    """The command's resolved teacher plan as one Luigi parameter: never the key."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(TeacherPlan, **kwargs)
+
+
+def build_teacher(plan: TeacherPlan, stage: str, work_dir: Path) -> Teacher:
+    teacher_stage, _ = TEACHER_STAGES[stage]
+    settings = plan.settings_for(stage)
+    if plan.estimate_for and settings.teacher == "openai":
+        return EstimatingTeacher(settings, WorkDir(Path(plan.estimate_for)).journal, teacher_stage,
+                                 work_dir / "estimate")
+    waiting = BatchOptions(wait=plan.batch_wait, poll_seconds=plan.batch_poll)
+    teacher = make_teacher(settings, journal_dir=WorkDir(work_dir).journal, stage=teacher_stage,
+                           batch=waiting if stage in plan.batch_stages else None,
                            open_batches=waiting)
-    if task.max_cost is None or settings.teacher != "openai":
+    if plan.max_cost is None or settings.teacher != "openai":
         return teacher
     chunk = 1 << 30 if isinstance(teacher, BatchTeacher) else CHUNK_WINDOWS * settings.concurrency
-    spend = SpendFile(Path(task.work_dir) / ".skillsft" / "spend" / f"{task.spend_id}.jsonl")
-    return BudgetedTeacher(teacher, budget_usd=task.max_cost, spend=spend, chunk=chunk)
+    spend = SpendFile(WorkDir(work_dir).spend_file(plan.spend_id))
+    return BudgetedTeacher(teacher, budget_usd=plan.max_cost, spend=spend, chunk=chunk)
 
 
 def stats_to_dict(stats: BatchStats) -> dict[str, Any]:
     return stats.model_dump(mode="json")
+
+
+def scorer_for(skills: Any, plan: TeacherPlan, work_dir: Path) -> Any:
+    """How a stage ranks skills: embeddings when --embedding-model is given (journaled in the
+    work dir), else lexical. An estimate sends nothing, embeddings included: it ranks lexically."""
+    from skillsft.pipeline.skill_selection import EmbeddingScorer, LexicalScorer
+
+    if skills.mode != "retrieve" or not skills.embedding_model or plan.estimate_for:
+        return LexicalScorer()
+    from skillsft.pipeline.teacher.openai.embeddings import EmbeddingClient
+
+    url = full_base_url(plan.settings.base_url or "", plan.base_url_digest)
+    settings = TeacherSettings.resolve(teacher="openai", base_url=url or None)
+    return EmbeddingScorer(EmbeddingClient(settings, skills.embedding_model,
+                                           WorkDir(work_dir).journal))

@@ -15,6 +15,9 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
+from typing import Annotated
+
+from skillsft.pipeline.options import Opt
 
 
 @dataclass(frozen=True)
@@ -47,9 +50,15 @@ class CountRange:
 
 @dataclass(frozen=True)
 class BankShape:
-    general: CountRange = CountRange(5, 7)
-    per_category: CountRange = CountRange(5, 6)
-    mistakes: CountRange = CountRange(5, 5)
+    general: Annotated[CountRange, Opt("general principles the bank ends with",
+                                       name="general_skills", kind="count_range")] = \
+        CountRange(5, 7)
+    per_category: Annotated[CountRange, Opt("skills per category the bank ends with",
+                                            name="category_skills", kind="count_range")] = \
+        CountRange(5, 6)
+    mistakes: Annotated[CountRange, Opt("common mistakes the bank ends with",
+                                        name="common_mistakes", kind="count_range")] = \
+        CountRange(5, 5)
 
     def as_dict(self) -> dict[str, str]:
         return {"general": str(self.general), "per_category": str(self.per_category),

@@ -22,10 +22,11 @@ import re
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any
 
 from skillsft.pipeline.envs.postchecks import PostCheck, apply_postchecks
 from skillsft.pipeline.formats.turns import TextTurn
+from skillsft.pipeline.options import Opt
 from skillsft.schemas.conversation import AlpacaRecord, Conversation
 from skillsft.schemas.trajectory import Step
 
@@ -34,9 +35,13 @@ __all__ = ["LayoutError", "RenderOptions", "TextTurn"]  # TextTurn is re-exporte
 
 @dataclass(frozen=True)
 class RenderOptions:
-    history: int = 5  # (observation, action) pairs shown per turn
-    seed: int = 0  # with the trajectory id, seeds the synthetic final turn's action sample
-    search_information: bool = True  # False reproduces the older actions-only Search history
+    history: Annotated[int, Opt("(observation, action) pairs per turn", kind="positive_int")] = 5
+    # With the trajectory id, seeds the synthetic final turn's action sample.
+    seed: Annotated[int, Opt("seed of the done turn", kind="int")] = 0
+    # False reproduces the older actions-only Search history.
+    search_information: Annotated[bool, Opt(
+        "search: no retrieved information in the history", name="keep_information",
+        flag="--actions-only-history")] = True
     final_choices: int = 9  # how many of the winning step's actions the synthetic turn shows
 
 

@@ -17,7 +17,7 @@ import math
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Annotated, Any
 
 import orjson
 
@@ -25,6 +25,7 @@ from skillsft.pipeline.bank_checks import check_bank
 from skillsft.pipeline.envs import EnvSpec
 from skillsft.pipeline.envs.prompt_profiles import BankShape, CountRange, PromptProfile
 from skillsft.pipeline.errors import SkillsftError
+from skillsft.pipeline.options import Opt
 from skillsft.pipeline.stages.result import StageResult, stage_counts
 from skillsft.pipeline.teacher.base import (
     BatchStats,
@@ -56,7 +57,8 @@ class AggregationError(SkillsftError):
 
 @dataclass(frozen=True)
 class AggregateOptions:
-    batch_size: int = 40  # K: the most items one prompt holds, at every level
+    # K: the most items one prompt holds, at every level
+    batch_size: Annotated[int, Opt("max items merged per teacher call", kind="positive_int")] = 40
     max_outputs_per_call: int = 10  # skills or mistakes one answer may keep
     max_prompt_chars: int = 24_000  # every rendered prompt stays under this
     shape: BankShape | None = None  # the bank's section sizes; None: the environment's default

@@ -11,9 +11,10 @@ post-checks drop is listed in the rejects too (`dropped_<check>`), but is not a 
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Annotated
 
 from skillsft.pipeline.formats.conversations import LayoutError, RenderOptions, TextTurn
+from skillsft.pipeline.options import Nested
 from skillsft.pipeline.stages.result import StageResult, stage_counts
 from skillsft.schemas.conversation import AlpacaRecord, Conversation
 from skillsft.schemas.reject import Reject
@@ -25,7 +26,9 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class FlattenOptions:
     # The history window distillation used; read from the conversations when they show it.
-    render: RenderOptions = field(default_factory=RenderOptions)
+    # Seed and information shape distillation's output, and reach this stage through it.
+    render: Annotated[RenderOptions, Nested(only=("history",))] = field(
+        default_factory=RenderOptions)
     input_name: str = "distilled_trajectories.json"  # how rejects name the input
 
 

@@ -18,6 +18,7 @@ import re
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Annotated
 
 import orjson
 
@@ -27,6 +28,7 @@ from skillsft.pipeline.causal import (
 from skillsft.pipeline.envs import EnvSpec
 from skillsft.pipeline.envs.prompt_profiles import PromptProfile
 from skillsft.pipeline.formats.record_files import as_trajectory_record
+from skillsft.pipeline.options import Opt
 from skillsft.pipeline.stages.result import StageResult, stage_counts
 from skillsft.pipeline.teacher.base import (
     Teacher,
@@ -59,7 +61,8 @@ STAGE = "memories"
 
 @dataclass(frozen=True)
 class MemoryOptions:
-    all_trajectories: bool = False  # default: the first trajectory of each env
+    # default: the first trajectory of each env
+    all_trajectories: Annotated[bool, Opt("one memory per kept trajectory, not per env")] = False
     # Tokens the whole prompt may use; observations share what is left after the rules, and
     # only the longest are cut (Search evidence is shown whole whenever it fits).
     context_budget_tokens: int = 8000

@@ -12,13 +12,25 @@ check (tasks/base.py), so the line points at a file that exists.
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Annotated
 
 from skillsft.pipeline.errors import EmptyOutput, TooManyFailures
+from skillsft.pipeline.options import Opt
 from skillsft.pipeline.stages.result import StageResult
 from skillsft.schemas import Reject
 
 # --max-failure-rate when not given: the share of a stage's items that may fail.
 DEFAULT_MAX_FAILURE_RATE = 0.10
+
+
+@dataclass(frozen=True)
+class FailureRule:
+    """The rule of every stage that counts failures; it decides whether an output may be used,
+    never what it holds (so it is not in the fingerprint)."""
+
+    max_failure_rate: Annotated[float, Opt(
+        "fail the stage when a larger share of its items fail (default 0.10)", kind="share",
+        shaping=False)] = DEFAULT_MAX_FAILURE_RATE
 
 
 @dataclass(frozen=True)

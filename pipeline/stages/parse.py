@@ -55,6 +55,19 @@ def check_rollout_dir(rollout_dir: Path) -> None:
         raise RolloutDirError(f"rollout folder {rollout_dir} is a file, not a folder")
 
 
+def check_rollouts(rollout_dir: Path, spec: EnvSpec) -> None:
+    """The one check of a rollout folder: it exists, holds rollout text, and is `spec`'s
+    environment's dump. The command line runs it before any work or teacher call; the parse
+    stage runs it again for callers that come straight to it (a `luigi` call, the library)."""
+    check_rollout_dir(rollout_dir)
+    if not any(p.suffix == ".txt" for p in rollout_dir.rglob("*.txt")):
+        raise RolloutDirError(
+            f"no rollout files in {rollout_dir}: the folder holds no .txt rollout files; "
+            f"{spec.name} expects {spec.rollout_format.layout}"
+        )
+    check_environment(rollout_dir, spec, list(ENVS.values()))
+
+
 def parse_rollouts(
     rollout_dir: str | Path,
     spec: EnvSpec,
@@ -71,8 +84,7 @@ def parse_rollouts(
     """
     options = options or SelectionOptions()
     rollout_dir = Path(rollout_dir)
-    check_rollout_dir(rollout_dir)
-    check_environment(rollout_dir, spec, list(ENVS.values()))
+    check_rollouts(rollout_dir, spec)
     counts: Counter[str] = Counter()
     rollout_format = spec.rollout_format
     groups = rollout_format.discover(rollout_dir, counts)

@@ -23,14 +23,16 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import orjson
 from pydantic import ValidationError
 
+from skillsft.pipeline import workdir
 from skillsft.pipeline.corpus_metrics import DEFAULT_CUTOFF_LEN, instruction_lengths, skill_use
 from skillsft.pipeline.envs import EnvSpec, get_env
 from skillsft.pipeline.formats.render import BLOCK_TITLE
+from skillsft.pipeline.options import Opt
 from skillsft.pipeline.skill_selection import SkillSelection
 from skillsft.pipeline.stages.result import INPUTS, OUTPUTS, REJECTED
 from skillsft.pipeline.teacher.pricing import PRICES_AS_OF
@@ -54,12 +56,13 @@ from skillsft.schemas.report import (
 log = logging.getLogger("skillsft.report")
 
 STAGE_ORDER = ("parse", "memories", "aggregate", "distill", "flatten")
-MANIFEST_DIR = ".skillsft"
-MANIFEST_SUFFIX = ".manifest.json"
-REJECTS_FILE = "rejects.jsonl"
-SKILL_BANK_FILE = "skill_bank.json"
-DISTILLED_FILE = "distilled_trajectories.json"
-HUB_DIR = "hub"
+# The work dir's names belong to pipeline/workdir.py; kept under these names for readers here.
+MANIFEST_DIR = workdir.STATE_DIR
+MANIFEST_SUFFIX = workdir.MANIFEST_SUFFIX
+REJECTS_FILE = workdir.REJECTS["parse"]  # every rejects file ends with it
+SKILL_BANK_FILE = workdir.SKILL_BANK
+DISTILLED_FILE = workdir.DISTILLED
+HUB_DIR = workdir.HUB_DIR
 
 
 # How tokens are approximated, stated once so the report and its readers agree on it.
@@ -71,16 +74,18 @@ TOKEN_APPROXIMATION = (
 )
 
 
-def corpus_file(env: str) -> str:
-    return f"{env}_sft_data.json"
+@dataclass(frozen=True)
+class ReportOptions:
+    """What the report (and the card) measure the corpus against."""
+
+    cutoff_len: Annotated[int, Opt(
+        "the student's training cutoff in tokens: the report and the card count records longer "
+        "than this (default 8192)", kind="positive_int")] = DEFAULT_CUTOFF_LEN
 
 
-def corpus_lines_file(env: str) -> str:
-    return f"{env}_sft_data.jsonl"
-
-
-def provenance_file(env: str) -> str:
-    return f"{env}_sft_provenance.jsonl"
+corpus_file = workdir.corpus
+corpus_lines_file = workdir.corpus_lines
+provenance_file = workdir.provenance
 
 
 class Provenance(OpenModel):

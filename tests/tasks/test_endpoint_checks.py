@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from skillsft import settings
+from skillsft import graph
 from skillsft.cli import build_parser
 from skillsft.pipeline.teacher.openai.endpoints import HANDOFF_VARIABLE
 from skillsft.tasks.base import walk_graph
@@ -181,14 +181,18 @@ def test_credentials_in_the_base_url_never_reach_files_output_or_luigi_params(
     def graph_params(base_url: str) -> list[dict[str, str]]:
         args = build_parser().parse_args(["run", "search", "--teacher", "openai", "--base-url",
                                           base_url, "--work-dir", str(work)])
-        root = settings.build_root_task(args, {"OPENAI_API_KEY": TEST_API_KEY})
+        root = graph.run_graph(graph.run_plan(args, {"OPENAI_API_KEY": TEST_API_KEY}))
         return [task.to_str_params() for task in walk_graph(root)]
+
+    def digests_of(params: list[dict[str, str]]) -> set[str]:
+        """The teacher plan is one parameter, as JSON (tasks/teacher.py)."""
+        return {json.loads(p["teacher"])["base_url_digest"] for p in params
+                if p.get("teacher") and json.loads(p["teacher"])["base_url_digest"]}
 
     monkeypatch.delenv(HANDOFF_VARIABLE, raising=False)
     params = graph_params(url)
     assert_no_secret_in(json.dumps(params), "the Luigi parameters")
-    digests = {p["base_url_digest"] for p in params if p.get("base_url_digest")}
+    digests = digests_of(params)
     other = graph_params(url.replace(PASSWORD, "another-password"))
-    assert len(digests) == 1 and digests.isdisjoint(
-        {p["base_url_digest"] for p in other if p.get("base_url_digest")})
+    assert len(digests) == 1 and digests.isdisjoint(digests_of(other))
     monkeypatch.delenv(HANDOFF_VARIABLE, raising=False)

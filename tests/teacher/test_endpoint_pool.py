@@ -27,7 +27,7 @@ from skillsft.pipeline.teacher.openai.endpoints import (
 from skillsft.pipeline.teacher.openai.preflight import EndpointError
 from skillsft.pipeline.teacher.openai.teacher import OpenAITeacher
 from skillsft.pipeline.teacher.settings import TeacherSettings
-from skillsft.settings import teacher_params
+from skillsft.settings import resolve_teacher
 from skillsft.testing.toy import toy_requests
 from tests.support.fixtures import TEST_API_KEY
 from tests.tasks.test_endpoint_checks import skillsft
@@ -154,9 +154,9 @@ def test_repeated_base_url_flags_make_one_list():
     args = build_parser().parse_args(["check", "alfworld", "--teacher", "openai",
                                       "--base-url", "http://a:1/v1", "--base-url",
                                       "http://b:2/v1"])
-    params = teacher_params(args, {"OPENAI_API_KEY": TEST_API_KEY})
-    assert params["base_url"] == "http://a:1/v1,http://b:2/v1"
-    assert params["base_url_digest"] == ""  # no credentials: the shown list is the full one
+    plan = resolve_teacher(args, {"OPENAI_API_KEY": TEST_API_KEY})
+    assert plan.settings.base_url == "http://a:1/v1,http://b:2/v1"
+    assert plan.base_url_digest == ""  # no credentials: the shown list is the full one
 
 
 def test_check_command_names_the_endpoint_it_takes_out(server_factory, tmp_path):

@@ -1,0 +1,107 @@
+"""Every path in a work dir, in one place.
+
+A work dir holds the stage outputs under the fixed names of docs/formats.md, a rejects file per
+stage, and under `.skillsft/` the manifests, recorded failures, logs, spend files, the run lock
+and the estimate's scratch dir; the teacher journal lives in `journal/`. Targets, the summary,
+the report, publish and the CLI ask this module instead of spelling names themselves.
+"""
+
+from dataclasses import dataclass
+from pathlib import Path
+
+STATE_DIR = ".skillsft"
+MANIFEST_SUFFIX = ".manifest.json"
+
+PROCESSED = "processed_trajectories.json"
+MEMORIES = "generated_memories.json"
+SKILL_BANK = "skill_bank.json"
+DISTILLED = "distilled_trajectories.json"
+REPORT_JSON = "report.json"
+REPORT_MD = "report.md"
+HUB_DIR = "hub"
+SKILLS_DIR = "skills"
+
+# The rejects file each stage writes beside its output (parse kept the original bare name).
+REJECTS: dict[str, str] = {
+    "parse": "rejects.jsonl",
+    "memories": "memories_rejects.jsonl",
+    "aggregate": "aggregate_rejects.jsonl",
+    "distill": "distill_rejects.jsonl",
+    "flatten": "flatten_rejects.jsonl",
+    "preferences": "preferences_rejects.jsonl",
+}
+REJECTS_GLOB = "*rejects.jsonl"
+
+
+def corpus(env: str) -> str:
+    return f"{env}_sft_data.json"
+
+
+def corpus_lines(env: str) -> str:
+    return f"{env}_sft_data.jsonl"
+
+
+def provenance(env: str) -> str:
+    return f"{env}_sft_provenance.jsonl"
+
+
+def preference_pairs(env: str) -> str:
+    return f"{env}_preference_pairs.jsonl"
+
+
+def published(env: str) -> str:
+    return f"published_{env}.json"
+
+
+def manifest_for(output: Path) -> Path:
+    """The manifest beside any output file (which may live outside a work dir)."""
+    return output.parent / STATE_DIR / f"{output.name}{MANIFEST_SUFFIX}"
+
+
+def failure_for(output: Path) -> Path:
+    return output.parent / STATE_DIR / "failures" / f"{output.name}.json"
+
+
+@dataclass(frozen=True)
+class WorkDir:
+    root: Path
+
+    def __truediv__(self, name: str) -> Path:
+        return self.root / name
+
+    @property
+    def state(self) -> Path:
+        return self.root / STATE_DIR
+
+    @property
+    def manifests(self) -> Path:
+        return self.state
+
+    @property
+    def journal(self) -> Path:
+        return self.root / "journal"
+
+    @property
+    def logs(self) -> Path:
+        return self.state / "logs"
+
+    @property
+    def lock(self) -> Path:
+        return self.state / "run.lock"
+
+    @property
+    def estimate_scratch(self) -> Path:
+        return self.state / "estimate"
+
+    @property
+    def shards(self) -> Path:
+        return self.state / "shards"
+
+    def spend_file(self, spend_id: str) -> Path:
+        return self.state / "spend" / f"{spend_id}.jsonl"
+
+    def rejects(self, stage: str) -> Path:
+        return self.root / REJECTS[stage]
+
+    def manifest(self, output_name: str) -> Path:
+        return manifest_for(self.root / output_name)
