@@ -255,6 +255,7 @@ def build_root_task(args: argparse.Namespace, environ: Mapping[str, str]) -> lui
             **selection_params(args),
             **teacher_params(args, environ),
             **stage_params(args),
+            shards=shard_count(args, trajectory_files(rollout_dir)),
         )
     if command == "parse":
         rollout_dir = Path(args.rollout_dir)
@@ -280,6 +281,8 @@ def build_root_task(args: argparse.Namespace, environ: Mapping[str, str]) -> lui
         extra = teacher_params(args, environ) if command != "flatten" else {}
         if command == "distill":
             extra["skill_bank"] = args.skill_bank
+        if command in ("memories", "distill"):
+            extra["shards"] = shard_count(args, estimated_trajectories(Path(inputs[0])))
         task_cls = stages.SINGLE_STAGE_TASKS[command]
         return task_cls(
             env=args.env,
@@ -320,3 +323,24 @@ def card_params(args: argparse.Namespace) -> dict[str, object]:
         "cutoff_len": getattr(args, "cutoff_len", None),
     }
     return {name: value for name, value in given.items() if value is not None}
+
+
+# A processed trajectory takes about this many bytes of JSON (ALFWorld and WebShop samples):
+# enough to size the default shard count of a single-stage command without reading its input.
+BYTES_PER_TRAJECTORY = 12_000
+
+
+def shard_count(args: argparse.Namespace, trajectories: int) -> int:
+    """--shards, or the default for a corpus of this many trajectories."""
+    from skillsft.pipeline.shards import auto_shards
+
+    return getattr(args, "shards", None) or auto_shards(trajectories)
+
+
+def trajectory_files(rollout_dir: Path) -> int:
+    """How many rollout files (one trajectory each) a rollout folder holds."""
+    return sum(len(files) for _, _, files in os.walk(rollout_dir))
+
+
+def estimated_trajectories(path: Path) -> int:
+    return path.stat().st_size // BYTES_PER_TRAJECTORY

@@ -74,6 +74,9 @@ class TeacherParams:
     max_cost = luigi.OptionalFloatParameter(default=None, significant=False)
     spend_id = luigi.Parameter(default="", significant=False)
     estimate_for = luigi.Parameter(default="", significant=False)
+    # How many shard tasks memories and distillation are each cut into (tasks/shards.py); the
+    # merged output is the same whatever the number, so it never invalidates work.
+    shards = luigi.IntParameter(default=1, significant=False)
 
 
 class FailureParams:

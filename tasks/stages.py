@@ -71,6 +71,37 @@ def rejects_lines(rejects: list[Reject]) -> bytes:
     return jsonio.dumps_lines(rejects)
 
 
+def memory_rejects(stage: str, source: str, failures: list[Any]) -> list[Reject]:
+    """Stage 2's failures (MemoryFailure) as rejects lines naming the input file."""
+    return [
+        Reject(stage=stage, file=source, reason=f.reason,
+               trajectory=f.env_id if f.trajectory_index < 0 else
+               f"{f.env_id}/{f.trajectory_index}",
+               detail=f"env {f.env_id}, trajectory {f.trajectory_index}: {f.detail}")
+        for f in failures
+    ]
+
+
+class ShardedStage:
+    """A teacher stage that, with `--shards N` > 1, merges N shard tasks (tasks/shards.py)
+    instead of calling the teacher itself. Its fingerprint stays the unsharded one."""
+
+    def requires(self) -> Any:
+        from skillsft.tasks.shards import shard_tasks  # the shard tasks subclass the stages
+
+        return shard_tasks(self) or super().requires()  # type: ignore[misc]
+
+    def upstream_tasks(self) -> list[StageTask]:
+        return [dep for dep in luigi.task.flatten(self.unsharded_requires())
+                if isinstance(dep, StageTask)]
+
+    def unsharded_requires(self) -> Any:
+        return super().requires()  # type: ignore[misc]
+
+    def sharded(self) -> bool:
+        return bool(getattr(self, "shards", 1) > 1 and not hasattr(self, "shard"))
+
+
 class ParseRollouts(SelectionParams, FailureParams, StageTask):
     stage = "parse"
     output_name = "processed_trajectories.json"
@@ -106,7 +137,8 @@ class ParseRollouts(SelectionParams, FailureParams, StageTask):
         )
 
 
-class GenerateMemories(FromInputs, SelectionParams, TeacherParams, MemoryParams, StageTask):
+class GenerateMemories(ShardedStage, FromInputs, SelectionParams, TeacherParams, MemoryParams,
+                       StageTask):
     stage = "memories"
     output_name = "generated_memories.json"
     shaping_params = ("teacher", "base_url", "base_url_digest", "memory_model",
@@ -124,6 +156,10 @@ class GenerateMemories(FromInputs, SelectionParams, TeacherParams, MemoryParams,
     def compute(self) -> StageOutput:
         from skillsft.pipeline.stages.memories import MemoryOptions, generate_memories
 
+        if self.sharded():
+            from skillsft.tasks.shards import merge_memories
+
+            return merge_memories(self)
         source = self.input_files()[0]
         records = jsonio.load(source)
         check_kind(source, records, "processed trajectories")
@@ -135,13 +171,7 @@ class GenerateMemories(FromInputs, SelectionParams, TeacherParams, MemoryParams,
         options = MemoryOptions(all_trajectories=self.all_trajectories, failure_threshold=1.0)
         # It validates each record itself (a bad one is a failure with its reason).
         result = generate_memories(records, get_env(self.env), teacher, options)
-        rejects = [
-            Reject(stage=self.stage, file=str(source), reason=f.reason,
-                   trajectory=f.env_id if f.trajectory_index < 0 else
-                   f"{f.env_id}/{f.trajectory_index}",
-                   detail=f"env {f.env_id}, trajectory {f.trajectory_index}: {f.detail}")
-            for f in result.failures
-        ]
+        rejects = memory_rejects(self.stage, str(source), result.failures)
         return StageOutput(
             payload=jsonio.dumps(result.memories),
             counts={**result.counts, "inputs": len(records),
@@ -217,8 +247,8 @@ class AggregateSkillBank(FromInputs, SelectionParams, TeacherParams, MemoryParam
         )
 
 
-class Distill(FromInputs, SelectionParams, TeacherParams, MemoryParams, AggregateParams,
-              DistillParams, StageTask):
+class Distill(ShardedStage, FromInputs, SelectionParams, TeacherParams, MemoryParams,
+              AggregateParams, DistillParams, StageTask):
     stage = "distill"
     output_name = "distilled_trajectories.json"
     shaping_params = ("teacher", "base_url", "base_url_digest", "distill_model",
@@ -228,10 +258,15 @@ class Distill(FromInputs, SelectionParams, TeacherParams, MemoryParams, Aggregat
     def upstream(self) -> luigi.Task:
         return self.clone(ParseRollouts)
 
+    def unsharded_requires(self) -> list[luigi.Task]:
+        return [*FromInputs.requires(self), self.bank_task()]
+
     def requires(self) -> list[luigi.Task]:
-        bank = InputFile(path=self.skill_bank) if self.skill_bank else self.clone(
+        return super().requires() if self.sharded() else self.unsharded_requires()
+
+    def bank_task(self) -> luigi.Task:
+        return InputFile(path=self.skill_bank) if self.skill_bank else self.clone(
             AggregateSkillBank)
-        return [*super().requires(), bank]
 
     def external_signatures(self) -> dict[str, str]:
         signatures = super().external_signatures()
@@ -252,6 +287,10 @@ class Distill(FromInputs, SelectionParams, TeacherParams, MemoryParams, Aggregat
         from skillsft.pipeline.formats.skill_bank_io import load_skill_bank
         from skillsft.pipeline.stages.distill import DistillOptions, distill
 
+        if self.sharded():
+            from skillsft.tasks.shards import merge_distill
+
+            return merge_distill(self)
         spec = get_env(self.env)
         *inputs, bank_path = self.input_files()
         loaded = load_trajectory_records(inputs[0], self.stage)

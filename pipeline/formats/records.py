@@ -22,6 +22,9 @@ TrajectoryRecord = TrajectorySet | SearchTrajectorySet
 class LoadedRecords:
     records: list[TrajectoryRecord]
     rejects: list[Reject] = field(default_factory=list)
+    # Where each record and each reject stands in the file (a shard merges by them).
+    positions: list[int] = field(default_factory=list)
+    reject_positions: list[int] = field(default_factory=list)
 
 
 def as_trajectory_record(raw: Any) -> TrajectoryRecord:
@@ -41,10 +44,20 @@ def load_trajectory_records(path: str | Path, stage: str) -> LoadedRecords:
             "'Processed trajectories'), "
             f"got {type(data).__name__}"
         )
+    return validate_trajectory_records(data, path, stage)
+
+
+def validate_trajectory_records(
+    data: list[Any], path: str | Path, stage: str, positions: list[int] | None = None
+) -> LoadedRecords:
+    """Each raw record validated, or a reject naming its position in the file (`positions`:
+    the records' positions in the whole file when `data` is one shard of it)."""
     loaded = LoadedRecords([])
-    for position, raw in enumerate(data):
+    for offset, raw in enumerate(data):
+        position = positions[offset] if positions is not None else offset
         try:
             loaded.records.append(as_trajectory_record(raw))
+            loaded.positions.append(position)
         except ValidationError as exc:
             error = exc.errors()[0]
             where = ".".join(map(str, error["loc"])) or "record"
@@ -54,4 +67,5 @@ def load_trajectory_records(path: str | Path, stage: str) -> LoadedRecords:
                 detail=f"record {position} (env {env_id}): {where}: {error['msg']}; fix or "
                        "remove this record",
             ))
+            loaded.reject_positions.append(position)
     return loaded

@@ -16,7 +16,7 @@ import hashlib
 import re
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
@@ -77,6 +77,16 @@ class MemoryFailure:
     trajectory_index: int
     reason: str
     detail: str = ""
+    position: int = -1  # of the record in the whole input (shards merge by it)
+
+    @property
+    def phase(self) -> int:
+        """Failures are listed in two phases, each in input order: before the teacher, then
+        the teacher's (pipeline/shards.py merges shards by it)."""
+        return 1 if self.reason in TEACHER_REASONS else 0
+
+
+TEACHER_REASONS = frozenset({"teacher_error", "incomplete_answer"})
 
 
 @dataclass
@@ -85,6 +95,7 @@ class MemoryResult:
     failures: list[MemoryFailure]
     counts: dict[str, int]
     stats: BatchStats
+    positions: list[int] = field(default_factory=list)  # of each memory's record
 
 
 @dataclass(frozen=True)
@@ -342,15 +353,21 @@ def check_failure_threshold(failures: int, attempts: int, threshold: float, what
 
 
 def generate_memories(
-    records: Sequence[Any], spec: EnvSpec, teacher: Teacher, options: MemoryOptions | None = None
+    records: Sequence[Any], spec: EnvSpec, teacher: Teacher, options: MemoryOptions | None = None,
+    positions: Sequence[int] | None = None,
 ) -> MemoryResult:
-    """Memories for the selected trajectories of stage-1 records, in input order."""
+    """Memories for the selected trajectories of stage-1 records, in input order.
+
+    `positions`: where each record stands in the whole input, when `records` is one shard of it
+    (error texts and the result's positions then name the whole input's records)."""
     options = options or MemoryOptions()
     failures: list[MemoryFailure] = []
     counts: Counter[str] = Counter()
     contexts: list[MemoryContext] = []
+    context_positions: list[int] = []
     seen_ids: set[str] = set()
-    for position, raw in enumerate(records):
+    for offset, raw in enumerate(records):
+        position = positions[offset] if positions is not None else offset
         counts["records"] += 1
         try:
             record = _as_record(raw)
@@ -358,40 +375,44 @@ def generate_memories(
             env_id = raw.get("env_id", f"record {position}") if isinstance(raw, dict) else "?"
             first = exc.errors()[0]
             failures.append(MemoryFailure(str(env_id), -1, "invalid_record",
-                                          f"{'.'.join(map(str, first['loc']))}: {first['msg']}"))
+                                          f"{'.'.join(map(str, first['loc']))}: {first['msg']}",
+                                          position))
             continue
         chosen = range(len(record.trajectories)) if options.all_trajectories else range(
             min(1, len(record.trajectories)))
         if not record.trajectories:
-            failures.append(MemoryFailure(record.env_id, -1, "no_trajectories"))
+            failures.append(MemoryFailure(record.env_id, -1, "no_trajectories", "", position))
         for index in chosen:
             try:
                 ctx = build_context(record, index, spec)
             except ValueError as exc:
                 failures.append(MemoryFailure(record.env_id, index, "unusable_trajectory",
-                                              str(exc)))
+                                              str(exc), position))
                 continue
             if ctx.memory_id in seen_ids:
                 counts["skipped_duplicate_trajectory"] += 1
                 continue
             seen_ids.add(ctx.memory_id)
             contexts.append(ctx)
+            context_positions.append(position)
 
     requests = [build_memory_request(ctx, options) for ctx in contexts]
     results, stats = teacher.run_batch(requests, stage=STAGE)
     memories: list[Memory] = []
-    for ctx, result in zip(contexts, results, strict=True):
+    memory_positions: list[int] = []
+    for ctx, position, result in zip(contexts, context_positions, results, strict=True):
         if result.answer is None:
             failures.append(MemoryFailure(ctx.env_id, ctx.trajectory_index, "teacher_error",
-                                          result.error or ""))
+                                          result.error or "", position))
             continue
         try:
             memory = memory_from_answer(ctx, result.answer, teacher.name)
         except ValueError as exc:
             failures.append(MemoryFailure(ctx.env_id, ctx.trajectory_index, "incomplete_answer",
-                                          str(exc)))
+                                          str(exc), position))
             continue
         memories.append(memory)
+        memory_positions.append(position)
         counts[f"memories_{ctx.outcome.lower()}"] += 1
 
     counts["requests"] = len(requests)
@@ -409,4 +430,5 @@ def generate_memories(
                                     "trajectories")
         except MemoryStageError as exc:
             raise MemoryStageError(f"{exc}. First failures: {listed}") from None
-    return MemoryResult(memories, failures, dict(sorted(counts.items())), stats)
+    return MemoryResult(memories, failures, dict(sorted(counts.items())), stats,
+                        memory_positions)
