@@ -339,7 +339,10 @@ def build_graph(root: luigi.Task, args: argparse.Namespace) -> int:
 
         return estimate_command(root, args)
     work_dir = Path(root.work_dir)
-    with work_dir_lock(work_dir):
+    # Processes joined by one central scheduler share the work dir (luigid gives each task to
+    # one worker); a run with Luigi's in-process scheduler has it to itself.
+    shared = not luigi_build_options(args).get("local_scheduler", False)
+    with work_dir_lock(work_dir, shared=shared):
         log_path = open_log(work_dir, args.command, verbose=args.verbose)
         try:
             for task in stage_tasks:
@@ -389,14 +392,16 @@ def downstream_of(graph: Sequence[luigi.Task], seeds: set[str]) -> set[str]:
 
 
 @contextlib.contextmanager
-def work_dir_lock(work_dir: Path) -> Iterator[None]:
+def work_dir_lock(work_dir: Path, *, shared: bool = False) -> Iterator[None]:
     """One run per work dir at a time: two would overwrite each other's outputs and manifests.
-    (Several Luigi workers of one run are fine: they share this run's lock.)"""
+    (Several Luigi workers of one run are fine: they share this run's lock.) `shared`: runs
+    that go through one central scheduler, which never gives a task to two workers, may share
+    the work dir with each other, never with a run on an in-process scheduler."""
     lock_path = work_dir / ".skillsft" / "run.lock"
     lock_path.parent.mkdir(parents=True, exist_ok=True)
     with open(lock_path, "a") as handle:
         try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(handle, (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | fcntl.LOCK_NB)
         except BlockingIOError:
             raise settings.UsageError(
                 f"another skillsft run is using {work_dir}; wait for it to finish or use "

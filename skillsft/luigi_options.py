@@ -25,6 +25,12 @@ def luigi_build_options(args: argparse.Namespace) -> dict[str, Any]:
         options["scheduler_url"] = args.scheduler_url
     elif not _has_any(config, "core", _SCHEDULER_OPTIONS):
         options["local_scheduler"] = True
+    if not options.get("local_scheduler") and not _has_any(config, "worker", ("keep_alive",)):
+        # With a central scheduler other processes may be running the tasks this one waits
+        # for (shards of a stage): keep waiting for them instead of giving up when idle.
+        if not config.has_section("worker"):
+            config.add_section("worker")
+        config.set("worker", "keep_alive", "true")
     if not config_sets_up_logging(config):
         # Luigi's own console handler would print every worker traceback; skillsft prints
         # one line per failure and keeps the rest in its log file. Luigi reads this switch
