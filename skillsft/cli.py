@@ -354,7 +354,10 @@ def build_graph(root: luigi.Task, args: argparse.Namespace) -> int:
             close_log()
         print_summary(graph)
     unfinished = [t for t in graph if not t.complete()]
-    if result.status in _OK and not unfinished:
+    # Under a central scheduler, tasks that another process ran are "not run" here; every
+    # task of the graph being complete is what counts.
+    ok = _OK | ({LuigiStatusCode.NOT_RUN} if shared else set())
+    if result.status in ok and not unfinished:
         if not pending:
             print(f"skillsft: everything was up to date; nothing was recomputed ({work_dir})")
         return 0

@@ -290,7 +290,7 @@ def build_root_task(args: argparse.Namespace, environ: Mapping[str, str]) -> lui
             output_path=str(output),
             input_paths=tuple(inputs),
             **{k: v for k, v in {**stage_params(args), **extra}.items()
-               if k in task_cls.get_param_names()},
+               if k in task_cls.get_param_names(include_significant=True)},
         )
     if command == "publish":
         from skillsft.tasks.publish import publish_command

@@ -103,7 +103,8 @@ class ShardOf:
         return f"{SHARDS_DIR}/{stage}/{part_name(self.shard, self.shards)}"
 
     def split(self) -> SplitTrajectories:
-        return self.clone(SplitTrajectories)  # type: ignore[attr-defined,no-any-return]
+        # output_path names the merged file of a single-stage command, never a part.
+        return self.clone(SplitTrajectories, output_path="")  # type: ignore[attr-defined,no-any-return]
 
     def upstream_tasks(self) -> list[StageTask]:
         return [dep for dep in luigi.task.flatten(self.requires())  # type: ignore[attr-defined]
@@ -211,7 +212,8 @@ def shard_tasks(stage_task: StageTask) -> list[luigi.Task]:
     if shards <= 1:
         return []
     shard_cls = SHARD_TASK_OF[stage_task.stage_name()]
-    return [stage_task.clone(shard_cls, shard=i, shards=shards) for i in range(shards)]
+    return [stage_task.clone(shard_cls, shard=i, shards=shards, output_path="")
+            for i in range(shards)]
 
 
 def read_shards(stage_task: StageTask) -> tuple[list[ShardResult], str, list[dict[str, Any]]]:
