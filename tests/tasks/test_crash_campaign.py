@@ -9,6 +9,11 @@ in its stage (the first stage without a manifest at that moment), that the re-ru
 a corpus byte-identical to the reference, that the server saw exactly the reference's requests,
 and that no request was paid twice beyond the `concurrency` that can be in flight (sent, not yet
 journaled) at the kill.
+
+A second seeded set kills `--shards 3` runs: twice among each sharded stage's journal appends
+(inside its shard tasks) and once during each merge (timed from the merge task's start, a
+fraction of how long the merge took in a sharded reference run); the re-run's corpus must still
+be the unsharded reference's.
 """
 
 import contextlib
