@@ -12,12 +12,15 @@ import json
 import os
 import subprocess
 import sys
+import time
+import urllib.request
 from pathlib import Path
 
 import orjson
 import pytest
 
 from skillsft.cli import main
+from skillsft.pipeline.teacher.openai.negotiation import PROBE_PROMPT
 from skillsft.tasks.targets import iter_manifests
 from tests.support.fixtures import TEST_API_KEY
 from tests.support.openai_server import ServerFault
@@ -104,6 +107,25 @@ def run_process(rollouts: Path, work: Path, base_url: str, *extra: str) -> subpr
     )
 
 
+def answering_once_both_workers_joined(scheduler: str):
+    """The test server's responder: no answer until luigid knows two workers, so that neither
+    process can do every shard before the other has started (a loaded machine starts them
+    seconds apart)."""
+    joined = {"yes": False}
+
+    def respond(body):
+        if PROBE_PROMPT in str(body.get("messages")):  # the pre-flight, before any worker
+            return stage_responder(body)
+        deadline = time.monotonic() + 120
+        while not joined["yes"] and time.monotonic() < deadline:
+            with urllib.request.urlopen(scheduler + "/api/worker_list?data={}", timeout=5) as r:
+                joined["yes"] = len(json.loads(r.read())["response"]) >= 2
+            time.sleep(0.05)
+        return stage_responder(body)
+
+    return respond
+
+
 def test_two_worker_processes_share_the_shards(
     tmp_path: Path, server_factory, scheduler_url: str  # noqa: F811 - the fixture
 ) -> None:
@@ -112,7 +134,8 @@ def test_two_worker_processes_share_the_shards(
     alone_server = server_factory(responder=stage_responder, latency=0.03)
     finish(run_process(rollouts, tmp_path / "alone", alone_server.base_url))
 
-    server = server_factory(responder=stage_responder, latency=0.03)
+    server = server_factory(responder=answering_once_both_workers_joined(scheduler_url),
+                            latency=0.03)
     work = tmp_path / "shared"
     workers = [run_process(rollouts, work, server.base_url, "--scheduler-url", scheduler_url)
                for _ in range(2)]
