@@ -324,7 +324,7 @@ def build_graph(root: luigi.Task, args: argparse.Namespace) -> int:
                   "teacher requests last time; retrying them (answered ones come from the journal)")
     os.environ[FORCED_STAGES_VARIABLE] = ",".join(args.force)
     dirty = downstream_of(graph, forced | retried)
-    pending = [t for t in graph if t.task_id in dirty or not t.complete()]
+    pending = pending_tasks(root, graph, dirty)
     if not args.dry_run:
         for line in [*check_publishing(pending), *check_teacher(pending)]:
             print(f"skillsft: pre-flight: {line}")
@@ -382,6 +382,24 @@ def explain_failure(unfinished: Sequence[luigi.Task], log_path: Path) -> int:
     print("skillsft: finished stages are kept; fix the cause and re-run the same command.",
           file=sys.stderr)
     return 2 if any(f.configuration for f in failures) else 1
+
+
+def pending_tasks(root: luigi.Task, graph: Sequence[luigi.Task],
+                  dirty: set[str]) -> list[luigi.Task]:
+    """The tasks Luigi will run: not complete (or made dirty), and reached from the root
+    through such tasks only. The inputs of a complete task are never run for it: shards of
+    another --shards count than the finished stage's are not pending."""
+    reached: set[str] = set()
+
+    def visit(task: luigi.Task) -> None:
+        if task.task_id in reached or (task.task_id not in dirty and task.complete()):
+            return
+        reached.add(task.task_id)
+        for dep in luigi.task.flatten(task.requires()):
+            visit(dep)
+
+    visit(root)
+    return [t for t in graph if t.task_id in reached]
 
 
 def downstream_of(graph: Sequence[luigi.Task], seeds: set[str]) -> set[str]:

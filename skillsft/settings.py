@@ -325,9 +325,10 @@ def card_params(args: argparse.Namespace) -> dict[str, object]:
     return {name: value for name, value in given.items() if value is not None}
 
 
-# A processed trajectory takes about this many bytes of JSON (ALFWorld and WebShop samples):
+# A processed trajectory takes about this many bytes of JSON (measured: 18.2 MB for 2,100
+# ALFWorld trajectories):
 # enough to size the default shard count of a single-stage command without reading its input.
-BYTES_PER_TRAJECTORY = 12_000
+BYTES_PER_TRAJECTORY = 8_700
 
 
 def shard_count(args: argparse.Namespace, trajectories: int) -> int:
