@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/batch_and_estimate.py [--envs alfworld webshop search]
 
-For each environment, against one local OpenAI-compatible test server (tests/support, the
+For each environment, against one fake OpenAI-compatible server (skillsft.testing, the
 stage responder): `skillsft estimate`, then `skillsft run` live, then `skillsft run --batch
 --batch-wait` into another work dir. Prints per teacher stage: the estimate's requests and
 input tokens, the live run's calls and server-reported prompt tokens (with the ratio), the
@@ -19,12 +19,11 @@ import sys
 import tempfile
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+from skillsft.tasks.targets import iter_manifests
+from skillsft.testing.openai_server import FakeOpenAIServer, ServerConfig
+from skillsft.testing.stage_responder import stage_responder
 
-from skillsft.tasks.targets import iter_manifests  # noqa: E402
-from tests.support.openai_server import FakeOpenAIServer, ServerConfig  # noqa: E402
-from tests.support.stage_responder import stage_responder  # noqa: E402
+REPO = Path(__file__).resolve().parents[1]
 
 ROW = re.compile(r"^\s+(memories|aggregate|distill|total)\s+\S*\s+(\d+)\s+(\d+)\s+(\d+)\s+"
                  r"(\d+)\s+(\d+)\s+(\S+)\s+(\S+)$", re.M)

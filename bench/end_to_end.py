@@ -32,12 +32,11 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+from skillsft.pipeline.shards import auto_shards
+from skillsft.testing.openai_server import FakeOpenAIServer, ServerConfig
+from skillsft.testing.stage_responder import stage_responder
 
-from skillsft.pipeline.shards import auto_shards  # noqa: E402
-from tests.support.openai_server import FakeOpenAIServer, ServerConfig  # noqa: E402
-from tests.support.stage_responder import stage_responder  # noqa: E402
+REPO = Path(__file__).resolve().parents[1]
 
 SAMPLE = REPO / "examples" / "rollouts" / "alfworld"
 MARKER = "You are in the middle of a room."

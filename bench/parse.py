@@ -92,7 +92,7 @@ def ours(rollout_dir: Path, workers: int) -> int:
     from skillsft.pipeline.envs import get_env
     from skillsft.pipeline.stages.parse import parse_rollouts
 
-    return parse_rollouts(get_env("alfworld"), rollout_dir, workers=workers).counts["files_parsed"]
+    return parse_rollouts(rollout_dir, get_env("alfworld"), workers=workers).counts["files_parsed"]
 
 
 def build_corpus(target: Path, n_files: int) -> int:

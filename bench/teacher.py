@@ -16,23 +16,22 @@ ratio, and the ideal time (requests x latency / concurrency).
 
 import argparse
 import json
-import sys
 import tempfile
 import time
 import urllib.request
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # for tests.support
+from skillsft.pipeline.teacher.openai.teacher import OpenAITeacher
+from skillsft.pipeline.teacher.settings import TeacherSettings
+from skillsft.testing.process import start_server_process
+from skillsft.testing.toy import toy_requests
 
-from skillsft.pipeline.teacher.openai.teacher import OpenAITeacher  # noqa: E402
-from skillsft.pipeline.teacher.settings import TeacherSettings  # noqa: E402
-from tests.support.fixtures import TEST_API_KEY, start_server_process  # noqa: E402
-from tests.support.teacher_run import toy_requests  # noqa: E402
+API_KEY = "sk-bench-local"  # the fake server accepts any key
 
 
 def adaptive_batch(base_url: str, requests: int, version: str) -> tuple[float, float, int]:
     """Wall time, final adaptive limit and failed requests of one batch (16 growing to 64)."""
-    settings = TeacherSettings.resolve({}, api_key=TEST_API_KEY, base_url=base_url,
+    settings = TeacherSettings.resolve({}, api_key=API_KEY, base_url=base_url,
                                        concurrency=16, max_concurrency=64, show_progress=False,
                                        response_format="json_schema")
     with tempfile.TemporaryDirectory() as work_dir:
@@ -66,7 +65,7 @@ def run_adaptive(requests: int, latency: float) -> None:
 def timed_batch(base_url: str, requests: int, concurrency: int | None, version: str) -> float:
     settings = TeacherSettings.resolve(
         {},
-        api_key=TEST_API_KEY,
+        api_key=API_KEY,
         base_url=base_url,
         concurrency=concurrency,
         show_progress=False,

@@ -58,15 +58,3 @@ class TooManyFailures(SkillsftError):
 class EmptyOutput(TooManyFailures):
     """A stage made no record from a non-empty input: a corpus of nothing is not a success."""
 
-
-def check_failure_rate(
-    failures: int, attempts: int, threshold: float, what: str, examples: str = ""
-) -> None:
-    """Raise when failures exceed the tolerated share; the message says what to do."""
-    if attempts and failures / attempts > threshold:
-        listed = f" First failures: {examples}." if examples else ""
-        raise TooManyFailures(
-            f"{failures} of {attempts} {what} failed ({failures / attempts:.1%}, more than the "
-            f"{threshold:.0%} tolerated).{listed} Fix the inputs or the teacher endpoint and "
-            "re-run: finished teacher calls are reused from the journal."
-        )

@@ -19,14 +19,14 @@ from skillsft.pipeline.envs import get_env
 from skillsft.pipeline.envs.prompt_profiles import bracketed_placeholders
 from skillsft.pipeline.envs.thought_checks import find_contradictions
 from skillsft.pipeline.formats.conversations import RenderOptions
-from skillsft.pipeline.formats.records import load_trajectory_records
+from skillsft.pipeline.formats.record_files import TRAJECTORIES, load_records
 
 
 def check(work_dir: Path, env: str) -> dict[str, object]:
     spec = get_env(env)
     conversations = json.loads((work_dir / "distilled_trajectories.json").read_text())
-    records = {r.env_id: r for r in load_trajectory_records(
-        work_dir / "processed_trajectories.json", "check").records}
+    records = {r.env_id: r for r in load_records(
+        work_dir / "processed_trajectories.json", TRAJECTORIES, "check").records}
     bank = json.loads((work_dir / "skill_bank.json").read_text())
     corpus = json.loads((work_dir / f"{env}_sft_data.json").read_text())
     thoughts: list[str] = []

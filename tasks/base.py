@@ -8,6 +8,7 @@ and how re-runs are decided lives here, once.
 import contextlib
 import hashlib
 import os
+import sys
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -17,7 +18,9 @@ from typing import Any, ClassVar
 import luigi
 import orjson
 
-from skillsft.pipeline.stages.outcome import DEFAULT_MAX_FAILURE_RATE, StageOutcome, check_outcome
+from skillsft.pipeline.formats import jsonio
+from skillsft.pipeline.stages.outcome import DEFAULT_MAX_FAILURE_RATE, check_outcome, outcome_of
+from skillsft.pipeline.stages.result import StageResult
 from skillsft.tasks.failures import record_failure
 from skillsft.tasks.params import EnvParams
 from skillsft.tasks.targets import StageTarget, write_bytes_atomically
@@ -32,13 +35,31 @@ class StageOutput:
     counts: dict[str, int] = field(default_factory=dict)
     teacher: list[dict[str, Any]] = field(default_factory=list)
     side_files: dict[str, bytes] = field(default_factory=dict)  # name beside output -> bytes
-    # What the stage attempted and made; checked after the side files (its rejects file among
-    # them, named `rejects_name`) are written, so a failing stage still lists what it dropped.
-    outcome: StageOutcome | None = None
     rejects_name: str = ""
+    # The stage function's result, judged by the failure rule (stages/outcome.py) from its
+    # fixed counters after the side files (its rejects file among them, named `rejects_name`)
+    # are written, so a failing stage still lists what it dropped. `input_name` is what the
+    # stage read, as the user knows it, for the failure message.
+    result: StageResult[Any] | None = None
+    input_name: str = ""
     # A failure the stage met midway (e.g. a failed aggregation call): raised once the side
     # files, which list it, are on disk.
     failure: Exception | None = None
+
+    @classmethod
+    def of(cls, result: StageResult[Any], payload: bytes, *, input_name: str,
+           rejects_name: str, side_files: dict[str, bytes] | None = None) -> "StageOutput":
+        """The output of a stage function's result: its counters and teacher usage go to the
+        manifest, its rejects to `rejects_name`, and `run()` judges it."""
+        return cls(
+            payload=payload,
+            counts=result.counts,
+            teacher=[stats.model_dump(mode="json") for stats in result.teacher],
+            side_files={**(side_files or {}), rejects_name: jsonio.dumps_lines(result.rejects)},
+            rejects_name=rejects_name,
+            result=result,
+            input_name=input_name,
+        )
 
 
 # Signatures of inputs from outside the graph, kept only inside `input_signatures_frozen()`:
@@ -157,6 +178,9 @@ class StageTask(EnvParams, luigi.Task):
     def run(self) -> None:
         started = time.monotonic()
         result = self.compute()
+        if result.result is not None:
+            for notice in result.result.notices:
+                print(f"skillsft: {self.stage_name()}: {notice}", file=sys.stderr)
         target = self.output()
         folder = target_dir(target)
         # The rejects file first, so a stage that fails below has listed what it dropped; the
@@ -166,9 +190,11 @@ class StageTask(EnvParams, luigi.Task):
                                    result.side_files[result.rejects_name])
         if result.failure is not None:
             raise result.failure
-        if result.outcome is not None:
+        if result.result is not None:
+            # The one place the failure rule is applied.
             rate = getattr(self, "max_failure_rate", DEFAULT_MAX_FAILURE_RATE)
-            check_outcome(result.outcome, rate, str(folder / result.rejects_name))
+            outcome = outcome_of(result.result, self.stage_name(), result.input_name)
+            check_outcome(outcome, rate, str(folder / result.rejects_name))
         for name, data in result.side_files.items():
             if name != result.rejects_name:
                 write_bytes_atomically(folder / name, data)

@@ -12,6 +12,7 @@ from typing import Any
 
 import luigi
 
+from skillsft.pipeline.envs import get_env
 from skillsft.pipeline.stages.outcome import DEFAULT_MAX_FAILURE_RATE
 
 SELECTION = ("min_trajs_per_env", "n_trajs_per_env", "n_success_envs", "n_fail_envs",
@@ -21,8 +22,17 @@ SKILL_SELECTION = ("skills", "top_k_skills", "skill_threshold", "max_block_chars
                    "embedding_model")
 
 
+class EnvParameter(luigi.Parameter):
+    """An environment name, checked against the registry (pipeline/envs) when a task is built,
+    not when this module is imported: an environment registered later is accepted, and a wrong
+    name fails with the list of valid ones."""
+
+    def normalize(self, x: Any) -> str:
+        return get_env(str(x)).name
+
+
 class EnvParams:
-    env = luigi.ChoiceParameter(choices=["alfworld", "webshop", "search"], var_type=str)
+    env = EnvParameter()
     work_dir = luigi.Parameter()
 
 

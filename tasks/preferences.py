@@ -24,7 +24,7 @@ from skillsft.tasks.params import (
     SelectionParams,
     TeacherParams,
 )
-from skillsft.tasks.teacher import build_teacher, stats_to_dict
+from skillsft.tasks.teacher import build_teacher
 
 
 class FromSkillBank(SelectionParams, TeacherParams, MemoryParams, AggregateParams, DistillParams,
@@ -76,9 +76,7 @@ class PreferencePairs(FromSkillBank):
         from skillsft.pipeline.episodes import collect_episodes
         from skillsft.pipeline.formats.conversations import RenderOptions
         from skillsft.pipeline.formats.skill_bank_io import load_skill_bank
-        from skillsft.pipeline.stages.outcome import StageOutcome
         from skillsft.pipeline.stages.preferences import PreferenceOptions, build_preference_pairs
-        from skillsft.tasks.stages import rejects_lines
 
         spec = get_env(self.env)
         episodes = collect_episodes(spec, self.rollout_dir)
@@ -91,26 +89,20 @@ class PreferencePairs(FromSkillBank):
             skills=self.skill_selection(),
             scorer=self.scorer(),
         )
-        result = build_preference_pairs(episodes.groups, spec, bank, teacher, options)
-        rejects = episodes.rejects + result.rejects
-        failed = result.counts.get("skipped_teacher_failed", 0)
-        if self.require_pairs and not result.pairs:
+        result = build_preference_pairs(episodes.groups, spec, options, teacher, bank)
+        if self.require_pairs and not result.records:
             raise InputError(
                 f"no preference pair from {self.rollout_dir}: pairs need an env with a won and "
                 f"a lost episode that act differently in the same state "
                 f"({result.counts.get('groups_both_outcomes', 0)} of "
                 f"{episodes.counts['groups']} envs have both outcomes)"
             )
-        return StageOutput(
-            payload=jsonio.dumps_lines(result.pairs),
-            counts={**episodes.counts, **result.counts, "inputs": episodes.counts["episodes"],
-                    "outputs": len(result.pairs), "rejected": len(rejects)},
-            teacher=[stats_to_dict(result.stats)] if result.stats else [],
-            side_files={"preferences_rejects.jsonl": rejects_lines(rejects)},
-            rejects_name="preferences_rejects.jsonl",
-            outcome=StageOutcome(self.stage, str(self.rollout_dir), "preference pairs",
-                                 failed + len(result.pairs), failed, len(result.pairs), rejects),
-        )
+        # Episodes the rollout folder could not give are listed, but are not candidate pairs.
+        result.rejects[:0] = episodes.rejects
+        result.counts = dict(sorted({**episodes.counts, **result.counts}.items()))
+        return StageOutput.of(result, jsonio.dumps_lines(result.records),
+                              input_name=str(self.rollout_dir),
+                              rejects_name="preferences_rejects.jsonl")
 
 
 class SkillDocument(FromSkillBank):

@@ -27,9 +27,9 @@ import orjson
 from skillsft.pipeline.envs import get_env
 from skillsft.pipeline.formats import jsonio
 from skillsft.pipeline.formats.file_kinds import check_kind
-from skillsft.pipeline.formats.records import validate_trajectory_records
+from skillsft.pipeline.formats.record_files import TRAJECTORIES, LoadedRecords, validate_records
 from skillsft.pipeline.shards import ShardResult, merge_results, partition
-from skillsft.pipeline.stages.outcome import StageOutcome
+from skillsft.pipeline.stages.result import StageResult
 from skillsft.pipeline.teacher.base import BatchStats
 from skillsft.schemas import Reject
 from skillsft.tasks.base import StageOutput, StageTask
@@ -39,10 +39,8 @@ from skillsft.tasks.stages import (
     FromInputs,
     GenerateMemories,
     ParseRollouts,
-    memory_rejects,
-    rejects_lines,
 )
-from skillsft.tasks.teacher import build_teacher, stats_to_dict
+from skillsft.tasks.teacher import build_teacher
 
 SHARDS_DIR = "shards"
 
@@ -127,6 +125,31 @@ def shard_payload(result: ShardResult, source: str, worker: dict[str, Any]) -> b
     return orjson.dumps({**result.to_json(), "source": source, "worker": worker})
 
 
+def shard_result(result: StageResult[Any], loaded: LoadedRecords[Any]) -> ShardResult:
+    """A shard's stage result in the merge's terms: each record and reject with its position
+    in the whole input (the loader's rejects first, as `absorb_load` lists them)."""
+    once = result.extras.get("block_counts", {})
+    keyed = {name for counts in once.values() for name in counts}
+    return ShardResult(
+        items=[(p, jsonio.to_jsonable(r)) for p, r in
+               zip(result.extras["positions"], result.records, strict=True)],
+        rejects=[(0, p, jsonio.to_jsonable(r)) for p, r in
+                 zip(loaded.reject_positions, loaded.rejects, strict=True)]
+        + [(phase, p, jsonio.to_jsonable(r)) for (phase, p), r in
+           zip(result.extras["reject_order"], result.rejects[len(loaded.rejects):],
+               strict=True)],
+        counts={name: n - sum(c.get(name, 0) for c in once.values()) if name in keyed else n
+                for name, n in result.counts.items()},
+        keyed_counts=once,
+    )
+
+
+def shard_output(result: ShardResult, source: str, worker: dict[str, Any],
+                 teacher: list[Any]) -> StageOutput:
+    return StageOutput(payload=shard_payload(result, source, worker), counts=result.counts,
+                       teacher=[stats.model_dump(mode="json") for stats in teacher])
+
+
 class MemoryShard(ShardOf, GenerateMemories):
     """Memories for one shard's records."""
 
@@ -138,24 +161,17 @@ class MemoryShard(ShardOf, GenerateMemories):
 
         part = read_part(self.split(), self.shard)
         source = part["source"]
-        result = ShardResult()
-        teacher_stats: list[dict[str, Any]] = []
-        if part["records"]:
-            teacher = build_teacher(self, "memory", self.memory_model)
-            options = MemoryOptions(all_trajectories=self.all_trajectories, failure_threshold=1.0)
-            made = generate_memories(part["records"], get_env(self.env), teacher, options,
-                                     positions=part["positions"])
-            rejects = memory_rejects(self.stage, source, made.failures)
-            result = ShardResult(
-                items=[(p, jsonio.to_jsonable(m)) for p, m in zip(made.positions, made.memories,
-                                                                  strict=True)],
-                rejects=[(f.phase, f.position, jsonio.to_jsonable(r))
-                         for f, r in zip(made.failures, rejects, strict=True)],
-                counts=made.counts,
-            )
-            teacher_stats = [stats_to_dict(made.stats)]
-        return StageOutput(payload=shard_payload(result, source, self.worker_mark()),
-                           counts=result.counts, teacher=teacher_stats)
+        loaded = validate_records(part["records"], source, TRAJECTORIES, self.stage,
+                                  part["positions"])
+        if not loaded.records and not loaded.rejects:
+            return shard_output(ShardResult(), source, self.worker_mark(), [])
+        teacher = build_teacher(self, "memory", self.memory_model)
+        options = MemoryOptions(all_trajectories=self.all_trajectories, input_name=source)
+        result = generate_memories(loaded.records, get_env(self.env), options, teacher,
+                                   positions=loaded.positions)
+        result.absorb_load(loaded)
+        return shard_output(shard_result(result, loaded), source, self.worker_mark(),
+                            result.teacher)
 
 
 class DistillShard(ShardOf, Distill):
@@ -172,35 +188,23 @@ class DistillShard(ShardOf, Distill):
         spec = get_env(self.env)
         part = read_part(self.split(), self.shard)
         source = part["source"]
-        loaded = validate_trajectory_records(part["records"], source, self.stage,
-                                             part["positions"])
-        result = ShardResult(rejects=[(0, p, jsonio.to_jsonable(r)) for p, r in
-                                      zip(loaded.reject_positions, loaded.rejects, strict=True)],
-                             counts={"inputs": len(part["records"])})
-        teacher_stats: list[dict[str, Any]] = []
-        if loaded.records:
-            bank = load_skill_bank(Path(self.input()[1].path), spec)
-            teacher = build_teacher(self, "distill", self.distill_model)
-            options = DistillOptions(
-                render=RenderOptions(history=self.history, seed=self.seed,
-                                     search_information=self.keep_information),
-                input_name=source,
-                skills=self.skill_selection(),
-            )
-            made = distill(loaded.records, spec, bank, teacher, options, self.scorer(),
-                           positions=loaded.positions)
-            once = {name for keyed in made.block_counts.values() for name in keyed}
-            counts = {name: n - sum(k.get(name, 0) for k in made.block_counts.values())
-                      if name in once else n for name, n in made.counts.items()}
-            result.items = [(p, jsonio.to_jsonable(c)) for p, c in
-                            zip(made.positions, made.conversations, strict=True)]
-            result.rejects += [(phase, p, jsonio.to_jsonable(r)) for (phase, p), r in
-                               zip(made.failure_order, made.failures, strict=True)]
-            result.counts = {**counts, "inputs": len(part["records"])}
-            result.keyed_counts = made.block_counts
-            teacher_stats = [stats_to_dict(made.stats)] if made.stats else []
-        return StageOutput(payload=shard_payload(result, source, self.worker_mark()),
-                           counts=result.counts, teacher=teacher_stats)
+        loaded = validate_records(part["records"], source, TRAJECTORIES, self.stage,
+                                  part["positions"])
+        if not loaded.records and not loaded.rejects:
+            return shard_output(ShardResult(), source, self.worker_mark(), [])
+        bank = load_skill_bank(Path(self.input()[1].path), spec)
+        teacher = build_teacher(self, "distill", self.distill_model)
+        options = DistillOptions(
+            render=RenderOptions(history=self.history, seed=self.seed,
+                                 search_information=self.keep_information),
+            input_name=source,
+            skills=self.skill_selection(),
+        )
+        result = distill(loaded.records, spec, options, teacher, bank, self.scorer(),
+                         positions=loaded.positions)
+        result.absorb_load(loaded)
+        return shard_output(shard_result(result, loaded), source, self.worker_mark(),
+                            result.teacher)
 
 
 SHARD_TASK_OF: dict[str, type[StageTask]] = {"memories": MemoryShard, "distill": DistillShard}
@@ -227,47 +231,30 @@ def read_shards(stage_task: StageTask) -> tuple[list[ShardResult], str, list[dic
     return results, source, usage
 
 
-def merged_usage(usage: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def merged_usage(usage: list[dict[str, Any]]) -> list[BatchStats]:
     """The shards' teacher usage as one batch's, as an unsharded stage reports it."""
     if not usage:
         return []
     total = BatchStats.model_validate(usage[0])
     for part in usage[1:]:
         total.absorb(BatchStats.model_validate(part))
-    return [stats_to_dict(total)]
+    return [total]
+
+
+def merge_shards(task: StageTask, rejects_name: str) -> StageOutput:
+    """The stage's output from its shards' files: what the unsharded stage writes."""
+    parts, source, usage = read_shards(task)
+    merged = merge_results(parts)
+    result: StageResult[Any] = StageResult(
+        merged.items, [Reject.model_validate(r) for r in merged.rejects], merged.counts,
+        unit="trajectories", teacher=merged_usage(usage))
+    return StageOutput.of(result, jsonio.dumps(merged.items), input_name=source,
+                          rejects_name=rejects_name)
 
 
 def merge_memories(task: GenerateMemories) -> StageOutput:
-    parts, source, usage = read_shards(task)
-    merged = merge_results(parts)
-    rejects = [Reject.model_validate(r) for r in merged.rejects]
-    counts = {**merged.counts, "inputs": merged.counts.get("records", 0),
-              "outputs": len(merged.items), "rejected": len(rejects)}
-    return StageOutput(
-        payload=jsonio.dumps(merged.items),
-        counts=counts,
-        teacher=merged_usage(usage),
-        side_files={"memories_rejects.jsonl": rejects_lines(rejects)},
-        outcome=StageOutcome(task.stage, source, "trajectories",
-                             merged.counts.get("trajectories_attempted", 0), len(rejects),
-                             len(merged.items), rejects),
-        rejects_name="memories_rejects.jsonl",
-    )
+    return merge_shards(task, "memories_rejects.jsonl")
 
 
 def merge_distill(task: Distill) -> StageOutput:
-    parts, source, usage = read_shards(task)
-    merged = merge_results(parts)
-    rejects = [Reject.model_validate(r) for r in merged.rejects]
-    invalid = sum(1 for r in rejects if r.reason == "invalid_record")
-    counts = {**merged.counts, "outputs": len(merged.items), "rejected": len(rejects)}
-    return StageOutput(
-        payload=jsonio.dumps(merged.items),
-        counts=counts,
-        teacher=merged_usage(usage),
-        side_files={"distill_rejects.jsonl": rejects_lines(rejects)},
-        outcome=StageOutcome(task.stage, source, "trajectories",
-                             merged.counts.get("trajectories_attempted", 0) + invalid,
-                             len(rejects), len(merged.items), rejects),
-        rejects_name="distill_rejects.jsonl",
-    )
+    return merge_shards(task, "distill_rejects.jsonl")

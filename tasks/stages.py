@@ -6,18 +6,14 @@ Graph (run): ParseRollouts -> GenerateMemories -> AggregateSkillBank -> Distill 
 build the same tasks with `input_paths` pointing at user files instead of upstream tasks.
 """
 
-import sys
 from pathlib import Path
 from typing import Any
 
 import luigi
 
 from skillsft.pipeline.envs import get_env
-from skillsft.pipeline.errors import InputError
 from skillsft.pipeline.formats import jsonio
-from skillsft.pipeline.formats.file_kinds import check_kind
-from skillsft.pipeline.formats.records import load_trajectory_records
-from skillsft.pipeline.stages.outcome import StageOutcome
+from skillsft.pipeline.formats.record_files import TRAJECTORIES, load_records
 from skillsft.schemas import Reject
 from skillsft.tasks.base import StageOutput, StageTask, hash_file, signature_of_tree
 from skillsft.tasks.params import (
@@ -26,12 +22,13 @@ from skillsft.tasks.params import (
     AggregateParams,
     CardParams,
     DistillParams,
+    EnvParameter,
     FailureParams,
     MemoryParams,
     SelectionParams,
     TeacherParams,
 )
-from skillsft.tasks.teacher import build_teacher, stats_to_dict
+from skillsft.tasks.teacher import build_teacher
 
 
 class InputFile(luigi.ExternalTask):
@@ -63,23 +60,8 @@ class FromInputs:
         return {Path(p).name + f"#{i}": hash_file(Path(p)) for i, p in enumerate(self.input_paths)}
 
 
-# Rejects lines for items a stage chose not to use (selection): listed, but not failures.
-SKIP_PREFIX = "skipped_"
-
-
 def rejects_lines(rejects: list[Reject]) -> bytes:
     return jsonio.dumps_lines(rejects)
-
-
-def memory_rejects(stage: str, source: str, failures: list[Any]) -> list[Reject]:
-    """Stage 2's failures (MemoryFailure) as rejects lines naming the input file."""
-    return [
-        Reject(stage=stage, file=source, reason=f.reason,
-               trajectory=f.env_id if f.trajectory_index < 0 else
-               f"{f.env_id}/{f.trajectory_index}",
-               detail=f"env {f.env_id}, trajectory {f.trajectory_index}: {f.detail}")
-        for f in failures
-    ]
 
 
 class ShardedStage:
@@ -121,20 +103,9 @@ class ParseRollouts(SelectionParams, FailureParams, StageTask):
             search_source_ranges=tuple(SourceRange.parse(r) for r in self.source_ranges),
             **{name: getattr(self, name) for name in SELECTION if name != "source_ranges"},
         )
-        result = parse_rollouts(get_env(self.env), Path(self.rollout_dir), options, progress=True)
-        for notice in result.notices:
-            print(f"skillsft: parse: {notice}", file=sys.stderr)
-        files = result.counts.get("files_seen", 0)
-        failed = sum(1 for r in result.rejects if not r.reason.startswith(SKIP_PREFIX))
-        return StageOutput(
-            payload=jsonio.dumps(result.records),
-            counts={**result.counts, "inputs": files,
-                    "outputs": len(result.records), "rejected": failed},
-            side_files={"rejects.jsonl": rejects_lines(result.rejects)},
-            outcome=StageOutcome(self.stage, self.rollout_dir, "rollout files", files, failed,
-                                 len(result.records), result.rejects),
-            rejects_name="rejects.jsonl",
-        )
+        result = parse_rollouts(Path(self.rollout_dir), get_env(self.env), options, progress=True)
+        return StageOutput.of(result, jsonio.dumps(result.records), input_name=self.rollout_dir,
+                              rejects_name="rejects.jsonl")
 
 
 class GenerateMemories(ShardedStage, FromInputs, SelectionParams, TeacherParams, MemoryParams,
@@ -161,28 +132,13 @@ class GenerateMemories(ShardedStage, FromInputs, SelectionParams, TeacherParams,
 
             return merge_memories(self)
         source = self.input_files()[0]
-        records = jsonio.load(source)
-        check_kind(source, records, "processed trajectories")
-        if not isinstance(records, list):
-            raise InputError(f"{source}: expected a JSON list of processed trajectories "
-                             "(docs/formats.md, 'Processed trajectories')")
+        loaded = load_records(source, TRAJECTORIES, self.stage)
         teacher = build_teacher(self, "memory", self.memory_model)
-        # The threshold is applied by StageTask.run after the rejects file is written.
-        options = MemoryOptions(all_trajectories=self.all_trajectories, failure_threshold=1.0)
-        # It validates each record itself (a bad one is a failure with its reason).
-        result = generate_memories(records, get_env(self.env), teacher, options)
-        rejects = memory_rejects(self.stage, str(source), result.failures)
-        return StageOutput(
-            payload=jsonio.dumps(result.memories),
-            counts={**result.counts, "inputs": len(records),
-                    "outputs": len(result.memories), "rejected": len(rejects)},
-            teacher=[stats_to_dict(result.stats)],
-            side_files={"memories_rejects.jsonl": rejects_lines(rejects)},
-            outcome=StageOutcome(self.stage, str(source), "trajectories",
-                                 result.counts.get("trajectories_attempted", 0), len(rejects),
-                                 len(result.memories), rejects),
-            rejects_name="memories_rejects.jsonl",
-        )
+        options = MemoryOptions(all_trajectories=self.all_trajectories, input_name=str(source))
+        result = generate_memories(loaded.records, get_env(self.env), options, teacher)
+        result.absorb_load(loaded)
+        return StageOutput.of(result, jsonio.dumps(result.records), input_name=str(source),
+                              rejects_name="memories_rejects.jsonl")
 
 
 class AggregateSkillBank(FromInputs, SelectionParams, TeacherParams, MemoryParams,
@@ -209,42 +165,34 @@ class AggregateSkillBank(FromInputs, SelectionParams, TeacherParams, MemoryParam
             AggregationError,
             aggregate_memories,
         )
+        from skillsft.pipeline.stages.result import StageResult
 
         spec = get_env(self.env)
         inputs = ", ".join(map(str, self.input_files()))
-        loaded = load_memory_files(self.input_files(), spec, failure_threshold=1.0)
-        outcome = StageOutcome(self.stage, inputs, "memory records",
-                               loaded.counts.get("records", 0), len(loaded.rejects),
-                               len(loaded.memories), loaded.rejects)
-        side_files = {"aggregate_rejects.jsonl": rejects_lines(loaded.rejects)}
-        if not loaded.memories:  # nothing to merge: no teacher call; StageTask.run fails it
-            return StageOutput(payload=b"", side_files=side_files, outcome=outcome,
-                               rejects_name="aggregate_rejects.jsonl")
+        loaded = load_memory_files(self.input_files(), spec)
+        rejects_name = "aggregate_rejects.jsonl"
+        if not loaded.records:  # nothing to merge: no teacher call; StageTask.run fails it
+            empty: StageResult[Any] = StageResult([], unit="memory records")
+            empty.absorb_load(loaded)
+            return StageOutput.of(empty, b"", input_name=inputs, rejects_name=rejects_name)
         teacher = build_teacher(self, "aggregate", self.aggregate_model)
         shape = BankShape(CountRange.parse(self.general_skills),
                           CountRange.parse(self.category_skills),
                           CountRange.parse(self.common_mistakes))
+        options = AggregateOptions(batch_size=self.batch_size, shape=shape)
         try:
-            result = aggregate_memories(
-                loaded.memories, spec, teacher,
-                AggregateOptions(batch_size=self.batch_size, shape=shape),
-            )
+            result = aggregate_memories(loaded.records, spec, options, teacher)
         except AggregationError as error:
             failed = [Reject(stage=self.stage, file=inputs, reason="teacher_error",
                              step=request_id, detail=f"aggregation call {request_id}: {message}")
                       for request_id, message in error.failed]
-            side_files["aggregate_rejects.jsonl"] = rejects_lines([*loaded.rejects, *failed])
-            return StageOutput(payload=b"", side_files=side_files, failure=error,
-                               rejects_name="aggregate_rejects.jsonl")
-        return StageOutput(
-            payload=jsonio.dumps(result.bank.model_dump(mode="json", exclude_none=True)),
-            counts={**loaded.counts, **result.counts, "rejected": len(loaded.rejects),
-                    "inputs": loaded.counts.get("records", 0), "outputs": 1},
-            teacher=[stats_to_dict(result.stats)],
-            side_files=side_files,
-            outcome=outcome,
-            rejects_name="aggregate_rejects.jsonl",
-        )
+            lines = rejects_lines([*loaded.rejects, *failed])
+            return StageOutput(payload=b"", side_files={rejects_name: lines}, failure=error,
+                               rejects_name=rejects_name)
+        result.absorb_load(loaded)
+        (bank,) = result.records
+        return StageOutput.of(result, jsonio.dumps(bank.model_dump(mode="json", exclude_none=True)),
+                              input_name=inputs, rejects_name=rejects_name)
 
 
 class Distill(ShardedStage, FromInputs, SelectionParams, TeacherParams, MemoryParams,
@@ -293,7 +241,7 @@ class Distill(ShardedStage, FromInputs, SelectionParams, TeacherParams, MemoryPa
             return merge_distill(self)
         spec = get_env(self.env)
         *inputs, bank_path = self.input_files()
-        loaded = load_trajectory_records(inputs[0], self.stage)
+        loaded = load_records(inputs[0], TRAJECTORIES, self.stage)
         bank = load_skill_bank(bank_path, spec)
         teacher = build_teacher(self, "distill", self.distill_model)
         options = DistillOptions(
@@ -302,19 +250,10 @@ class Distill(ShardedStage, FromInputs, SelectionParams, TeacherParams, MemoryPa
             input_name=str(inputs[0]),
             skills=self.skill_selection(),
         )
-        result = distill(loaded.records, spec, bank, teacher, options, self.scorer())
-        rejects = loaded.rejects + result.failures
-        attempted = result.counts.get("trajectories_attempted", 0) + len(loaded.rejects)
-        return StageOutput(
-            payload=jsonio.dumps(result.conversations),
-            counts={**result.counts, "inputs": len(loaded.records) + len(loaded.rejects),
-                    "outputs": len(result.conversations), "rejected": len(rejects)},
-            teacher=[stats_to_dict(result.stats)] if result.stats else [],
-            side_files={"distill_rejects.jsonl": rejects_lines(rejects)},
-            outcome=StageOutcome(self.stage, str(inputs[0]), "trajectories", attempted,
-                                 len(rejects), len(result.conversations), rejects),
-            rejects_name="distill_rejects.jsonl",
-        )
+        result = distill(loaded.records, spec, options, teacher, bank, self.scorer())
+        result.absorb_load(loaded)
+        return StageOutput.of(result, jsonio.dumps(result.records), input_name=str(inputs[0]),
+                              rejects_name="distill_rejects.jsonl")
 
 
 class Flatten(FromInputs, SelectionParams, TeacherParams, MemoryParams, AggregateParams,
@@ -332,37 +271,28 @@ class Flatten(FromInputs, SelectionParams, TeacherParams, MemoryParams, Aggregat
 
     def compute(self) -> StageOutput:
         from skillsft.pipeline.formats.conversations import RenderOptions
-        from skillsft.pipeline.stages.flatten import FlattenOptions, flatten, load_conversations
+        from skillsft.pipeline.formats.record_files import CONVERSATIONS
+        from skillsft.pipeline.stages.flatten import FlattenOptions, flatten
 
         spec = get_env(self.env)
         path = self.input_files()[0]
-        conversations, unreadable = load_conversations(path)
+        loaded = load_records(path, CONVERSATIONS, self.stage)
         options = FlattenOptions(
             render=RenderOptions(history=self.history, seed=self.seed,
                                  search_information=self.keep_information),
             input_name=str(path),
         )
-        result = flatten(conversations, spec, options)
-        result.rejects[:0] = unreadable
-        # A dropped turn is listed but is the post-checks' job, not a failure of the stage.
-        failed = len(unreadable) + result.counts.get("dropped_unreadable_conversation", 0)
+        result = flatten(loaded.records, spec, options)
+        result.absorb_load(loaded)
         stem = self.output_file().stem
         provenance_name = f"{stem.removesuffix('_data')}_provenance.jsonl"
-        return StageOutput(
-            payload=jsonio.dumps(result.records),
-            counts={**result.counts, "records": len(result.records),
-                    "inputs": len(conversations) + len(unreadable),
-                    "outputs": len(result.records),
-                    "rejected": len(result.rejects)},  # dropped turns are rejects lines too
+        return StageOutput.of(
+            result, jsonio.dumps(result.records), input_name=str(path),
+            rejects_name="flatten_rejects.jsonl",
             side_files={
                 f"{stem}.jsonl": jsonio.dumps_lines(result.records),
-                provenance_name: jsonio.dumps_lines(result.provenance),
-                "flatten_rejects.jsonl": rejects_lines(result.rejects),
+                provenance_name: jsonio.dumps_lines(result.extras["provenance"]),
             },
-            outcome=StageOutcome(self.stage, str(path), "conversations",
-                                 len(conversations) + len(unreadable), failed,
-                                 len(result.records), result.rejects),
-            rejects_name="flatten_rejects.jsonl",
         )
 
 
@@ -402,7 +332,7 @@ class RunEnv(SelectionParams, TeacherParams, MemoryParams, AggregateParams, Dist
              CardParams, luigi.WrapperTask):
     """Everything for one environment: the task `skillsft run <env>` builds."""
 
-    env = luigi.ChoiceParameter(choices=["alfworld", "webshop", "search"], var_type=str)
+    env = EnvParameter()
     work_dir = luigi.Parameter()
     skill_bank = luigi.Parameter(default="")
     repo_id = luigi.Parameter(default="")

@@ -9,9 +9,13 @@ from pathlib import Path
 import pytest
 
 from skillsft.cli import build_parser
-from skillsft.pipeline.envs import ALFWORLD, ENVS, SEARCH_LAYOUT, WEBSHOP
+from skillsft.pipeline.envs import ENVS, get_env
 from skillsft.pipeline.formats.render import render_block
 from skillsft.schemas import CommonMistake, Skill, SkillBank
+
+ALFWORLD = get_env("alfworld")
+WEBSHOP = get_env("webshop")
+SEARCH_LAYOUT = get_env("search").turn_layout()
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DOCS = REPO_ROOT / "docs"

@@ -123,7 +123,3 @@ def navigation_back(turn: TextTurn, previous: TextTurn | None) -> Verdict:
     )
     resumed = replace(turn, observation=previous.observation, admissible=previous.admissible)
     return Verdict("insert", "navigation_back", (back, resumed))
-
-
-ALFWORLD_CHECKS: tuple[PostCheck, ...] = (admissible_action,)
-WEBSHOP_CHECKS: tuple[PostCheck, ...] = (bare_buy_now, invented_action, navigation_back)

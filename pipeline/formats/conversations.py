@@ -13,7 +13,7 @@ cares which environment it runs:
 
 Both offer the same methods (`system`, `succeeded`, `build_turns`, `alpaca_records`), so an
 `EnvSpec` simply points at one of them. Templates are plain strings with named fields, kept in
-`pipeline/envs/__init__.py` beside the other per-environment data.
+the environment's module (`pipeline/envs/alfworld.py`, ...) beside its other data.
 """
 
 import hashlib

@@ -25,6 +25,7 @@ from skillsft.pipeline.bank_checks import check_bank
 from skillsft.pipeline.envs import EnvSpec
 from skillsft.pipeline.envs.prompt_profiles import BankShape, CountRange, PromptProfile
 from skillsft.pipeline.errors import SkillsftError
+from skillsft.pipeline.stages.result import StageResult, stage_counts
 from skillsft.pipeline.teacher.base import (
     BatchStats,
     Teacher,
@@ -89,14 +90,6 @@ class AggregateContext:
     items: tuple[dict[str, Any], ...]
     max_outputs: int
     placeholder_words: dict[str, str] = field(default_factory=dict)
-
-
-@dataclass
-class AggregateResult:
-    bank: SkillBank
-    counts: dict[str, int]
-    stats: BatchStats
-    calls_per_track: dict[str, int] = field(default_factory=dict)
 
 
 def planned_calls(n_items: int, options: AggregateOptions) -> int:
@@ -309,11 +302,13 @@ def _numbered(prefix: str, index: int) -> str:
 
 
 def aggregate_memories(
-    memories: Sequence[Memory], spec: EnvSpec, teacher: Teacher,
-    options: AggregateOptions | None = None,
-) -> AggregateResult:
-    """The skill bank for validated memories of one environment (see skill_bank_io for
-    loading memory files with per-record rejects)."""
+    memories: Sequence[Memory], spec: EnvSpec, options: AggregateOptions | None,
+    teacher: Teacher,
+) -> StageResult[SkillBank]:
+    """The skill bank (the one record of the result) for validated memories of one
+    environment (see skill_bank_io for loading memory files with per-record rejects). Its unit
+    is the memory; a failed teacher call raises `AggregationError`, since a bank missing a
+    subtree would mislead."""
     options = options or AggregateOptions()
     shape = options.shape or spec.bank_shape
     tracks, distribution = build_tracks(memories, spec, shape)
@@ -354,4 +349,7 @@ def aggregate_memories(
               "general_skills": len(general), "common_mistakes": len(mistakes),
               **{f"skills_{c}": len(s) for c, s in per_category.items()},
               **{k: v for k, v in distribution.items() if ":" not in k}}
-    return AggregateResult(bank, dict(sorted(counts.items())), stats, calls)
+    return StageResult([bank], [], stage_counts(counts, inputs=len(memories), outputs=1,
+                                                rejected=0),
+                       unit="memory records", teacher=[stats],
+                       extras={"calls_per_track": calls})

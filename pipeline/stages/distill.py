@@ -10,8 +10,9 @@ every action in the corpus is one the environment accepted. Three rules keep the
 - a trajectory too long for the teacher's context budget is split into windows, each showing a
   few earlier steps as context (the overlap) and asking thoughts only for its own steps, so
   every step gets exactly one thought;
-- a trajectory whose requests still fail is left out, reported as a Reject and counted, and
-  the failure rate is part of the result.
+- a trajectory whose requests still fail is left out, reported as a Reject and counted; the
+  unit is the trajectory (`inputs` those tried, `rejected` those that failed), and whether too
+  many failed is decided once for every stage (stages/outcome.py).
 
 The offline teacher answers from the request's context (pipeline/teacher/offline/thoughts.py):
 the goal, the whole trajectory so far, the environment's action tables and the shown skills.
@@ -33,6 +34,7 @@ from skillsft.pipeline.skill_selection import (
     skill_text,
     task_specific,
 )
+from skillsft.pipeline.stages.result import StageResult, stage_counts
 from skillsft.pipeline.teacher.base import (
     BatchStats,
     Teacher,
@@ -66,24 +68,6 @@ class DistillOptions:
     # Failed episodes teach the student to fail; they are used by stage 2, not here, unless asked.
     include_failed: bool = False
     input_name: str = "processed_trajectories.json"  # how rejects name the input
-
-
-@dataclass
-class DistillResult:
-    conversations: list[Conversation]
-    failures: list[Reject]
-    counts: dict[str, int]
-    stats: BatchStats | None
-    # For shards (pipeline/shards.py): the input position of each conversation's record, the
-    # (phase, position) of each failure, and the counters counted once per skill block.
-    positions: list[int] = field(default_factory=list)
-    failure_order: list[tuple[int, int]] = field(default_factory=list)
-    block_counts: dict[str, dict[str, int]] = field(default_factory=dict)
-
-    @property
-    def failure_rate(self) -> float:
-        attempted = self.counts.get("trajectories_attempted", 0)
-        return self.counts.get("trajectories_failed", 0) / attempted if attempted else 0.0
 
 
 @dataclass(frozen=True)
@@ -273,16 +257,19 @@ def skill_block(
 def distill(
     records: Sequence[TrajectoryRecord],
     spec: "EnvSpec",
-    bank: SkillBank,
+    options: DistillOptions | None,
     teacher: Teacher,
-    options: DistillOptions | None = None,
+    bank: SkillBank,
     scorer: Scorer | None = None,
     positions: Sequence[int] | None = None,
-) -> DistillResult:
+) -> StageResult[Conversation]:
     """Turn processed trajectories into conversations, one per kept trajectory, in input order.
 
     `scorer` ranks skills for `--skills retrieve` (default: the lexical scorer). `positions`:
-    where each record stands in the whole input, when `records` is one shard of it."""
+    where each record stands in the whole input, when `records` is one shard of it; the
+    result's extras then say, for pipeline/shards.py, the input position of each conversation
+    (`positions`), the (phase, position) of each reject (`reject_order`) and the counters
+    counted once per skill block (`block_counts`)."""
     options = options or DistillOptions()
     layout = spec.turn_layout()
     counts: Counter[str] = Counter()
@@ -295,13 +282,13 @@ def distill(
         scorer.prepare([r.task for r in records] + [skill_text(s) for s in task_specific(bank)])
     planned: list[Planned] = []
     requests: list[TeacherRequest[DistillAnswer]] = []
-    failure_order: list[tuple[int, int]] = []
+    reject_order: list[tuple[int, int]] = []
     block_counts: dict[str, dict[str, int]] = {}
 
     def reject(reason: str, trajectory_id: str, detail: str, phase: int, position: int) -> None:
         failures.append(Reject(stage=KIND, file=options.input_name, reason=reason,
                                trajectory=trajectory_id, detail=f"{trajectory_id}: {detail}"))
-        failure_order.append((phase, position))
+        reject_order.append((phase, position))
 
     for offset, record in enumerate(records):
         position = positions[offset] if positions is not None else offset
@@ -375,8 +362,14 @@ def distill(
         conversation_positions.append(item.position)
         counts["conversations"] += 1
         counts["turns"] += len(item.drafts)
-    return DistillResult(conversations, failures, dict(counts), stats, conversation_positions,
-                         failure_order, block_counts)
+    return StageResult(
+        conversations, failures,
+        stage_counts(counts, inputs=counts["trajectories_attempted"],
+                     outputs=len(conversations), rejected=counts["trajectories_failed"]),
+        unit="trajectories", teacher=[stats] if stats else [],
+        extras={"positions": conversation_positions, "reject_order": reject_order,
+                "block_counts": block_counts},
+    )
 
 
 def collect_thoughts(

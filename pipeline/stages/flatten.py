@@ -4,21 +4,17 @@ Each gpt turn becomes one record whose instruction is what the agent saw at that
 released corpus's layout; the environment's layout (`EnvSpec.layout`) decides that layout and
 `EnvSpec.postchecks` which turns are dropped, rewritten or inserted first. A conversation that
 cannot be read back in its layout is rejected whole, with the reason, and counted; it never
-stops the run.
+stops the run. The unit is the conversation: `rejected` counts the unreadable ones; a turn the
+post-checks drop is listed in the rejects too (`dropped_<check>`), but is not a failure.
 """
 
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pydantic import ValidationError
-
-from skillsft.pipeline.errors import InputError
-from skillsft.pipeline.formats import jsonio
 from skillsft.pipeline.formats.conversations import LayoutError, RenderOptions, TextTurn
-from skillsft.pipeline.formats.file_kinds import check_kind
+from skillsft.pipeline.stages.result import StageResult, stage_counts
 from skillsft.schemas.conversation import AlpacaRecord, Conversation
 from skillsft.schemas.reject import Reject
 
@@ -33,22 +29,15 @@ class FlattenOptions:
     input_name: str = "distilled_trajectories.json"  # how rejects name the input
 
 
-@dataclass
-class FlattenResult:
-    records: list[AlpacaRecord]
-    counts: dict[str, int]
-    rejects: list[Reject]
-    # One entry per record, same order: which trajectory and turn it came from, so publishing
-    # can split by trajectory and the report can count per category.
-    provenance: list[dict[str, object]] = field(default_factory=list)
-
-
 def flatten(
     conversations: Sequence[Conversation],
     spec: "EnvSpec",
     options: FlattenOptions | None = None,
-) -> FlattenResult:
-    """Alpaca records for every conversation, in order, with drop/rewrite/insert counts."""
+) -> StageResult[AlpacaRecord]:
+    """Alpaca records for every conversation, in order, with drop/rewrite/insert counts.
+
+    `extras["provenance"]` holds one entry per record, same order: which trajectory and turn
+    it came from, so publishing can split by trajectory and the report count per category."""
     options = options or FlattenOptions()
     layout = spec.turn_layout()
     counts: Counter[str] = Counter()
@@ -91,26 +80,9 @@ def flatten(
             for turn in range(len(produced))
         )
     counts["records"] = len(records)
-    return FlattenResult(records, dict(counts), rejects, provenance)
-
-
-def load_conversations(path: str | Path) -> tuple[list[Conversation], list[Reject]]:
-    """Distilled conversations from a file, each malformed one a reject naming its index."""
-    data = jsonio.load(path)
-    check_kind(path, data, "distilled conversations")
-    if not isinstance(data, list):
-        raise InputError(f"{path}: expected a JSON list of conversations (docs/formats.md, "
-                         "'Distilled conversations')")
-    conversations: list[Conversation] = []
-    rejects: list[Reject] = []
-    for index, raw in enumerate(data):
-        try:
-            conversations.append(Conversation.model_validate(raw))
-        except ValidationError as exc:
-            error = exc.errors()[0]
-            rejects.append(Reject(
-                stage="flatten", file=str(path), reason="invalid_conversation",
-                detail=f"item {index}: {'.'.join(map(str, error['loc']))}: {error['msg']}; "
-                       "fix it or regenerate it with `skillsft distill`",
-            ))
-    return conversations, rejects
+    return StageResult(
+        records, rejects,
+        stage_counts(counts, inputs=counts["conversations_in"], outputs=len(records),
+                     rejected=counts["dropped_unreadable_conversation"]),
+        unit="conversations", extras={"provenance": provenance},
+    )

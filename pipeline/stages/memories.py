@@ -7,32 +7,32 @@ chaining for the refined trajectory, placeholders for the planning pattern, dete
 mistakes. Either way the answer is turned into a `Memory` by us, with an id derived from the
 env id and the trajectory content, so a re-run produces the same file.
 
-A trajectory that cannot become a memory (malformed record, teacher failure, an answer missing
-its success or failure half) is a `MemoryFailure` with env id and reason, counted; the stage
-raises only when failures exceed `failure_threshold` of the attempts.
+A trajectory that cannot become a memory (a record without trajectories, teacher failure, an
+answer missing its success or failure half) is a `Reject` with env id, trajectory and reason,
+counted; whether too many failed is decided once for every stage (stages/outcome.py). The unit
+is the trajectory: `inputs` are the trajectories tried, `rejected` those that failed.
 """
 
 import hashlib
 import re
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
 
 import orjson
-from pydantic import ValidationError
 
 from skillsft.pipeline.causal import (
     match_rule,
 )
 from skillsft.pipeline.envs import EnvSpec
 from skillsft.pipeline.envs.prompt_profiles import PromptProfile
-from skillsft.pipeline.errors import TooManyFailures, check_failure_rate
+from skillsft.pipeline.formats.record_files import as_trajectory_record
+from skillsft.pipeline.stages.result import StageResult, stage_counts
 from skillsft.pipeline.teacher.base import (
-    BatchStats,
     Teacher,
     TeacherRequest,
 )
+from skillsft.schemas import Reject
 from skillsft.schemas.answer_bounds import bounded_answer_model
 from skillsft.schemas.memory import (
     Memory,
@@ -57,45 +57,14 @@ MIN_MISTAKES_BOUND = 3  # the answer schema admits at least this many mistakes
 STAGE = "memories"
 
 
-class MemoryStageError(TooManyFailures):
-    """Too many trajectories failed to become memories for the stage to be trusted."""
-
-
 @dataclass(frozen=True)
 class MemoryOptions:
     all_trajectories: bool = False  # default: the first trajectory of each env
-    failure_threshold: float = 0.10
     # Tokens the whole prompt may use; observations share what is left after the rules, and
     # only the longest are cut (Search evidence is shown whole whenever it fits).
     context_budget_tokens: int = 8000
     max_prompt_steps: int = 60  # longer trajectories keep their head and tail
-
-
-@dataclass(frozen=True)
-class MemoryFailure:
-    env_id: str
-    trajectory_index: int
-    reason: str
-    detail: str = ""
-    position: int = -1  # of the record in the whole input (shards merge by it)
-
-    @property
-    def phase(self) -> int:
-        """Failures are listed in two phases, each in input order: before the teacher, then
-        the teacher's (pipeline/shards.py merges shards by it)."""
-        return 1 if self.reason in TEACHER_REASONS else 0
-
-
-TEACHER_REASONS = frozenset({"teacher_error", "incomplete_answer"})
-
-
-@dataclass
-class MemoryResult:
-    memories: list[Memory]
-    failures: list[MemoryFailure]
-    counts: dict[str, int]
-    stats: BatchStats
-    positions: list[int] = field(default_factory=list)  # of each memory's record
+    input_name: str = "processed_trajectories.json"  # how rejects name the input
 
 
 @dataclass(frozen=True)
@@ -230,7 +199,7 @@ def system_prompt(profile: PromptProfile) -> str:
 def _profile(spec: EnvSpec) -> PromptProfile:
     if spec.prompts is None:
         raise ValueError(f"environment {spec.name!r} has no prompt profile; add one in "
-                         "pipeline/envs/__init__.py")
+                         "its module in pipeline/envs/")
     return spec.prompts
 
 
@@ -337,57 +306,49 @@ def memory_from_answer(ctx: MemoryContext, answer: MemoryAnswer, source: str) ->
     )
 
 
-def _as_record(record: Any) -> TrajectorySet | SearchTrajectorySet:
-    if isinstance(record, TrajectorySet | SearchTrajectorySet):
-        return record
-    search_shaped = isinstance(record, dict) and "outcome" in record
-    return (SearchTrajectorySet if search_shaped else TrajectorySet).model_validate(record)
-
-
-def check_failure_threshold(failures: int, attempts: int, threshold: float, what: str) -> None:
-    """The stage's threshold, raised as MemoryStageError (a TooManyFailures)."""
-    try:
-        check_failure_rate(failures, attempts, threshold, what)
-    except TooManyFailures as exc:
-        raise MemoryStageError(str(exc)) from None
-
-
 def generate_memories(
-    records: Sequence[Any], spec: EnvSpec, teacher: Teacher, options: MemoryOptions | None = None,
+    records: Sequence[TrajectorySet | SearchTrajectorySet],
+    spec: EnvSpec,
+    options: MemoryOptions | None,
+    teacher: Teacher,
     positions: Sequence[int] | None = None,
-) -> MemoryResult:
+) -> StageResult[Memory]:
     """Memories for the selected trajectories of stage-1 records, in input order.
 
-    `positions`: where each record stands in the whole input, when `records` is one shard of it
-    (error texts and the result's positions then name the whole input's records)."""
+    `positions`: where each record stands in the whole input, when `records` is one shard of
+    it; the result's extras then say, for pipeline/shards.py, the input position of each
+    memory (`positions`) and the (phase, position) of each reject (`reject_order`: rejects
+    met before the teacher come first, then the teacher's)."""
     options = options or MemoryOptions()
-    failures: list[MemoryFailure] = []
+    rejects: list[Reject] = []
     counts: Counter[str] = Counter()
     contexts: list[MemoryContext] = []
     context_positions: list[int] = []
     seen_ids: set[str] = set()
+    reject_order: list[tuple[int, int]] = []
+
+    def reject(env_id: str, index: int, reason: str, detail: str = "", *, position: int,
+               phase: int = 1) -> None:
+        rejects.append(Reject(
+            stage=STAGE, file=options.input_name, reason=reason,
+            trajectory=env_id if index < 0 else f"{env_id}/{index}",
+            detail=f"env {env_id}, trajectory {index}: {detail}"))
+        counts[f"failed_{reason}"] += 1
+        reject_order.append((phase, position))
+
     for offset, raw in enumerate(records):
         position = positions[offset] if positions is not None else offset
         counts["records"] += 1
-        try:
-            record = _as_record(raw)
-        except ValidationError as exc:
-            env_id = raw.get("env_id", f"record {position}") if isinstance(raw, dict) else "?"
-            first = exc.errors()[0]
-            failures.append(MemoryFailure(str(env_id), -1, "invalid_record",
-                                          f"{'.'.join(map(str, first['loc']))}: {first['msg']}",
-                                          position))
-            continue
+        record = as_trajectory_record(raw)
         chosen = range(len(record.trajectories)) if options.all_trajectories else range(
             min(1, len(record.trajectories)))
         if not record.trajectories:
-            failures.append(MemoryFailure(record.env_id, -1, "no_trajectories", "", position))
+            reject(record.env_id, -1, "no_trajectories", position=position)
         for index in chosen:
             try:
                 ctx = build_context(record, index, spec)
             except ValueError as exc:
-                failures.append(MemoryFailure(record.env_id, index, "unusable_trajectory",
-                                              str(exc), position))
+                reject(record.env_id, index, "unusable_trajectory", str(exc), position=position)
                 continue
             if ctx.memory_id in seen_ids:
                 counts["skipped_duplicate_trajectory"] += 1
@@ -395,6 +356,7 @@ def generate_memories(
             seen_ids.add(ctx.memory_id)
             contexts.append(ctx)
             context_positions.append(position)
+    failed_before_teacher = len(rejects)
 
     requests = [build_memory_request(ctx, options) for ctx in contexts]
     results, stats = teacher.run_batch(requests, stage=STAGE)
@@ -402,14 +364,14 @@ def generate_memories(
     memory_positions: list[int] = []
     for ctx, position, result in zip(contexts, context_positions, results, strict=True):
         if result.answer is None:
-            failures.append(MemoryFailure(ctx.env_id, ctx.trajectory_index, "teacher_error",
-                                          result.error or "", position))
+            reject(ctx.env_id, ctx.trajectory_index, "teacher_error", result.error or "",
+                   position=position, phase=2)
             continue
         try:
             memory = memory_from_answer(ctx, result.answer, teacher.name)
         except ValueError as exc:
-            failures.append(MemoryFailure(ctx.env_id, ctx.trajectory_index, "incomplete_answer",
-                                          str(exc), position))
+            reject(ctx.env_id, ctx.trajectory_index, "incomplete_answer", str(exc),
+                   position=position, phase=2)
             continue
         memories.append(memory)
         memory_positions.append(position)
@@ -417,18 +379,11 @@ def generate_memories(
 
     counts["requests"] = len(requests)
     counts["memories"] = len(memories)
-    for failure in failures:
-        counts[f"failed_{failure.reason}"] += 1
-    attempts = len(contexts) + sum(1 for f in failures if f.reason != "teacher_error"
-                                   and f.reason != "incomplete_answer")
+    attempts = len(contexts) + failed_before_teacher
     counts["trajectories_attempted"] = attempts
-    if failures:
-        listed = "; ".join(f"{f.env_id}#{f.trajectory_index}: {f.reason} {f.detail}".strip()
-                           for f in failures[:5])
-        try:
-            check_failure_threshold(len(failures), attempts, options.failure_threshold,
-                                    "trajectories")
-        except MemoryStageError as exc:
-            raise MemoryStageError(f"{exc}. First failures: {listed}") from None
-    return MemoryResult(memories, failures, dict(sorted(counts.items())), stats,
-                        memory_positions)
+    return StageResult(
+        memories, rejects,
+        stage_counts(counts, inputs=attempts, outputs=len(memories), rejected=len(rejects)),
+        unit="trajectories", teacher=[stats],
+        extras={"positions": memory_positions, "reject_order": reject_order},
+    )

@@ -1,5 +1,8 @@
 """Whether a stage's result may be used: the one rule every stage applies after its work.
 
+It lives here and only here; `tasks/base.py StageTask.run` applies it once per stage, reading
+the result's fixed counters (`inputs`, `outputs`, `rejected`, see result.py).
+
 A stage that made nothing from a non-empty input, or lost more of its items than
 `--max-failure-rate` allows, fails with one self-sufficient line naming the stage, its input,
 the most common reject reasons and the rejects file. The rejects file is written before this
@@ -11,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from skillsft.pipeline.errors import EmptyOutput, TooManyFailures
+from skillsft.pipeline.stages.result import StageResult
 from skillsft.schemas import Reject
 
 # --max-failure-rate when not given: the share of a stage's items that may fail.
@@ -28,6 +32,12 @@ class StageOutcome:
     failed: int
     produced: int
     rejects: Sequence[Reject] = field(default_factory=tuple)
+
+
+def outcome_of(result: StageResult[object], stage: str, input_name: str) -> StageOutcome:
+    """The outcome a result's fixed counters describe; no stage builds one by hand."""
+    return StageOutcome(stage, input_name, result.unit, result.inputs, result.rejected,
+                        result.outputs, result.rejects)
 
 
 def common_reasons(rejects: Sequence[Reject], limit: int = 3) -> str:

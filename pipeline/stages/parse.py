@@ -1,20 +1,19 @@
 """Stage 1: rollout text -> processed trajectories (FORMATS.md sections 1-3), for any env.
 
-`parse_rollouts(spec, rollout_dir, options)` is the one entry point. The environment's
+`parse_rollouts(rollout_dir, spec, options)` is the one entry point. The environment's
 `rollout_format` says how to find, parse and select its files; this module only drives it:
 folders are parsed in a process pool (one folder per task, results consumed in folder order so
 the output is identical whatever the worker count), bad files become rejects, and every
 decision is counted with a datatrove-style reason name (`files_seen`, `rejected_<reason>`,
-`envs_skipped_mixed`, ...).
+`envs_skipped_mixed`, ...). Its unit is the rollout file: `inputs` are the files seen,
+`rejected` the files that failed (rejects named `skipped_*` are choices, not failures).
 """
 
 import multiprocessing
 import os
 from collections import Counter
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from tqdm import tqdm
 
@@ -23,18 +22,11 @@ from skillsft.pipeline.envs.dump_kind import check_environment
 from skillsft.pipeline.errors import RolloutDirError
 from skillsft.pipeline.formats.rollouts.kinds import GroupJob, GroupResult, RolloutFormat
 from skillsft.pipeline.selection import SelectionOptions
-from skillsft.schemas import Reject
+from skillsft.pipeline.stages.result import StageResult, stage_counts
+from skillsft.schemas import Reject, SearchTrajectorySet, TrajectorySet
 
-
-@dataclass
-class ParseResult:
-    """Kept records (in output order), every rejected file, and the stage's counters."""
-
-    records: list[Any]
-    rejects: list[Reject] = field(default_factory=list)
-    counts: dict[str, int] = field(default_factory=dict)
-    # What the stage found about the dump and how it selects because of it, for the user.
-    notices: list[str] = field(default_factory=list)
+# Rejects lines for items the stage chose not to use (selection): listed, but not failures.
+SKIP_PREFIX = "skipped_"
 
 
 def default_workers() -> int:
@@ -64,13 +56,13 @@ def check_rollout_dir(rollout_dir: Path) -> None:
 
 
 def parse_rollouts(
-    spec: EnvSpec,
     rollout_dir: str | Path,
+    spec: EnvSpec,
     options: SelectionOptions | None = None,
     *,
     workers: int | None = None,
     progress: bool = False,
-) -> ParseResult:
+) -> StageResult[TrajectorySet | SearchTrajectorySet]:
     """Parse, select and loop-trim the rollouts of one environment.
 
     Raises `RolloutDirError` when the folder is missing or holds no rollout files in the
@@ -103,4 +95,9 @@ def parse_rollouts(
     records = rollout_format.select(collected(bar), options, counts, rejects)
     counts["records"] = len(records)
     nonzero = {key: counts[key] for key in sorted(counts) if counts[key]}
-    return ParseResult(records, rejects, nonzero, notices)
+    failed = sum(1 for reject in rejects if not reject.reason.startswith(SKIP_PREFIX))
+    return StageResult(
+        records, rejects,
+        stage_counts(nonzero, inputs=counts["files_seen"], outputs=len(records), rejected=failed),
+        unit="rollout files", notices=notices,
+    )

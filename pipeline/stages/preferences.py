@@ -30,6 +30,7 @@ from skillsft.pipeline.formats.conversations import LayoutError, RenderOptions, 
 from skillsft.pipeline.formats.render import BlockOptions
 from skillsft.pipeline.skill_selection import LexicalScorer, Scorer, SkillSelection
 from skillsft.pipeline.stages import distill
+from skillsft.pipeline.stages.result import StageResult, stage_counts
 from skillsft.pipeline.teacher.base import BatchStats, Teacher, TeacherRequest
 from skillsft.schemas import Reject, TrajectorySet
 from skillsft.schemas.base import StrictModel
@@ -81,14 +82,6 @@ class PreferenceOptions:
     scorer: Scorer = field(default_factory=LexicalScorer)
     context_steps: int = 2  # earlier turns shown to the teacher as context
     input_name: str = "rollouts"  # how rejects name the input
-
-
-@dataclass
-class PreferenceResult:
-    pairs: list[PreferencePair]
-    rejects: list[Reject]
-    counts: dict[str, int]
-    stats: BatchStats | None
 
 
 @dataclass(frozen=True)
@@ -269,11 +262,15 @@ def stage4_record(spec: "EnvSpec", candidate: Candidate, thought: str,
 def build_preference_pairs(
     groups: Sequence[EpisodeGroup],
     spec: "EnvSpec",
-    bank: SkillBank,
+    options: PreferenceOptions | None,
     teacher: Teacher,
-    options: PreferenceOptions | None = None,
-) -> PreferenceResult:
-    """Preference pairs of every group, in group order then (winner, loser) order."""
+    bank: SkillBank,
+) -> StageResult[PreferencePair]:
+    """Preference pairs of every group, in group order then (winner, loser) order.
+
+    The unit is the candidate pair asked of the teacher: `inputs` are those whose thoughts
+    came back or failed, `rejected` those whose teacher calls failed; a candidate the
+    post-checks drop is listed (`skipped_chosen_dropped_by_postcheck`), not a failure."""
     options = options or PreferenceOptions()
     counts: Counter[str] = Counter()
     rejects: list[Reject] = []
@@ -319,4 +316,9 @@ def build_preference_pairs(
             ),
         ))
     counts["pairs"] = len(pairs)
-    return PreferenceResult(pairs, rejects, dict(counts), stats)
+    failed = counts["skipped_teacher_failed"]
+    return StageResult(
+        pairs, rejects,
+        stage_counts(counts, inputs=failed + len(pairs), outputs=len(pairs), rejected=failed),
+        unit="preference pairs", teacher=[stats] if stats else [],
+    )

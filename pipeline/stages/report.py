@@ -5,11 +5,9 @@ exported parquet shards), never from counters kept in a process, so the report o
 partly re-run pipeline is as right as that of a fresh one, and `skillsft report` can be run on
 any work dir after the fact.
 
-Stages name their own counters. To read "in / out / rejected" from them without knowing each
-stage, the report looks for conventional names (`COUNTER_NAMES`): a stage that reports
-`inputs` and `outputs` (or `records`) is shown exactly; rejected is
-its `rejected` counter when it keeps one, else its `dropped_*` / `rejected_*` counters, or else
-the number of lines of the rejects files (`rejects.jsonl`, `<stage>_rejects.jsonl`).
+Every stage's manifest holds the fixed counters `inputs`, `outputs` and `rejected` of its
+result (stages/result.py), which the stage table shows as they are; the stage's other counters
+are listed by name beside them.
 
 Nothing here raises on a bad file: an unreadable manifest, reject line, corpus record or
 provenance line becomes a warning naming the file and line, and the report says so.
@@ -34,6 +32,7 @@ from skillsft.pipeline.corpus_metrics import DEFAULT_CUTOFF_LEN, instruction_len
 from skillsft.pipeline.envs import EnvSpec, get_env
 from skillsft.pipeline.formats.render import BLOCK_TITLE
 from skillsft.pipeline.skill_selection import SkillSelection
+from skillsft.pipeline.stages.result import INPUTS, OUTPUTS, REJECTED
 from skillsft.pipeline.teacher.pricing import PRICES_AS_OF
 from skillsft.schemas.base import OpenModel
 from skillsft.schemas.conversation import AlpacaRecord
@@ -62,14 +61,6 @@ SKILL_BANK_FILE = "skill_bank.json"
 DISTILLED_FILE = "distilled_trajectories.json"
 HUB_DIR = "hub"
 
-# Conventional counter names, in the order they are tried, for the columns of the stage table.
-COUNTER_NAMES: dict[str, tuple[str, ...]] = {
-    "inputs": (
-        "inputs", "records_in", "files_seen", "files", "trajectories_in", "conversations_in"
-    ),
-    "outputs": ("outputs", "records_out", "records", "written"),
-}
-REJECT_PREFIXES = ("dropped_", "rejected_")
 
 # How tokens are approximated, stated once so the report and its readers agree on it.
 TOKEN_PIECE = re.compile(r"\w+|[^\w\s]")
@@ -280,13 +271,6 @@ def corpus_stats(
 # -- stages and teacher usage -----------------------------------------------------------------
 
 
-def first_count(counts: dict[str, int], role: str) -> int | None:
-    for name in COUNTER_NAMES[role]:
-        if isinstance(counts.get(name), int):
-            return counts[name]
-    return None
-
-
 def stage_rank(stage: str) -> int:
     return STAGE_ORDER.index(stage) if stage in STAGE_ORDER else len(STAGE_ORDER)
 
@@ -311,15 +295,13 @@ def stage_reports(
         stage = str(manifest.get("stage") or manifest.get("task") or output)
         counts = int_counts(manifest.get("counts"))
         stage_rejects = dict(sorted(rejects_by_stage.get(stage, Counter()).items()))
-        dropped = sum(v for k, v in counts.items() if k.startswith(REJECT_PREFIXES))
-        outputs = first_count(counts, "outputs")
         wall = manifest.get("wall_seconds")
         stages.append(
             StageReport(
                 stage=stage,
-                inputs=first_count(counts, "inputs") or 0,
-                outputs=outputs or 0,
-                rejected=counts.get("rejected", dropped or sum(stage_rejects.values())),
+                inputs=counts.get(INPUTS, 0),
+                outputs=counts.get(OUTPUTS, 0),
+                rejected=counts.get(REJECTED, 0),
                 counts=counts,
                 wall_seconds=float(wall) if isinstance(wall, int | float) else None,
             )
@@ -379,7 +361,7 @@ def consistency_checks(
                                        ok=expected == actual))
 
     flatten = [s for s in stages if s.stage == "flatten"]
-    if flatten and first_count(flatten[-1].counts, "outputs") is not None:
+    if flatten and OUTPUTS in flatten[-1].counts:
         check("stage 4 records out = corpus records", flatten[-1].outputs, records)
     lines_path = Path(work_dir) / corpus_lines_file(env)
     if lines_path.is_file():

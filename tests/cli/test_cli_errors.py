@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from skillsft import __version__
+from skillsft.testing.stage_responder import stage_responder
 from tests.support.fixtures import TEST_API_KEY
-from tests.support.stage_responder import stage_responder
 
 
 def skillsft(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None):

@@ -8,8 +8,8 @@ import time
 import urllib.request
 from pathlib import Path
 
+from skillsft.testing.stage_responder import stage_responder
 from tests.support.fixtures import TEST_API_KEY
-from tests.support.stage_responder import stage_responder
 from tests.tasks.test_central_scheduler import scheduler_url  # noqa: F401 - a fixture
 
 

@@ -27,7 +27,7 @@ def test_each_bad_file_is_rejected_and_the_rest_is_processed(tmp_path: Path, wri
     files: dict[str, str | bytes] = {name: content for name, (content, _, _) in BAD_FILES.items()}
     files.update({"good1.txt": WIN, "good2.txt": WIN, "good3.txt": WIN})
     write_env(tmp_path, "env000", files)
-    result = parse_rollouts(get_env("alfworld"), tmp_path, workers=1)
+    result = parse_rollouts(tmp_path, get_env("alfworld"), workers=1)
     by_file = {Path(r.file).name: r for r in result.rejects}
     assert set(by_file) == set(BAD_FILES)
     for name, (_, reason, line) in BAD_FILES.items():
@@ -48,7 +48,7 @@ def test_unreadable_file_is_rejected(tmp_path: Path, write_env) -> None:
     folder = write_env(tmp_path, "env000", {"a.txt": WIN, "b.txt": WIN, "c.txt": WIN, "d.txt": WIN})
     (folder / "d.txt").chmod(0)
     try:
-        result = parse_rollouts(get_env("alfworld"), tmp_path, workers=1)
+        result = parse_rollouts(tmp_path, get_env("alfworld"), workers=1)
     finally:
         (folder / "d.txt").chmod(0o644)
     assert [(r.file, r.reason) for r in result.rejects] == [("env000/d.txt", "unreadable")]
@@ -57,7 +57,7 @@ def test_unreadable_file_is_rejected(tmp_path: Path, write_env) -> None:
 
 def test_missing_rollout_dir_says_what_was_expected(tmp_path: Path) -> None:
     with pytest.raises(RolloutDirError, match="does not exist"):
-        parse_rollouts(get_env("webshop"), tmp_path / "nope")
+        parse_rollouts(tmp_path / "nope", get_env("webshop"))
 
 
 @pytest.mark.parametrize("env", ["alfworld", "webshop", "search"])
@@ -65,7 +65,7 @@ def test_rollout_dir_without_rollouts_fails_at_once(tmp_path: Path, env: str) ->
     (tmp_path / "notes.md").write_text("hi")
     (tmp_path / "other").mkdir()
     with pytest.raises(RolloutDirError, match="no rollout files") as caught:
-        parse_rollouts(get_env(env), tmp_path)
+        parse_rollouts(tmp_path, get_env(env))
     assert str(tmp_path) in str(caught.value)
 
 
@@ -75,7 +75,7 @@ def test_ignored_entries_are_counted(tmp_path: Path, write_env) -> None:
     (folder / "nested").mkdir()
     (tmp_path / "stray.txt").write_text(WIN)
     (tmp_path / "logs").mkdir()
-    counts = parse_rollouts(get_env("alfworld"), tmp_path, workers=1).counts
+    counts = parse_rollouts(tmp_path, get_env("alfworld"), workers=1).counts
     assert counts["ignored_non_txt"] == 1
     assert counts["ignored_other_dirs"] == 2
     assert counts["ignored_txt_outside_env_dir"] == 1

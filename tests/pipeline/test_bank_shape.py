@@ -18,8 +18,8 @@ from skillsft.pipeline.stages.parse import parse_rollouts
 from skillsft.pipeline.teacher.offline import OfflineTeacher
 from skillsft.pipeline.teacher.openai.teacher import OpenAITeacher
 from skillsft.pipeline.teacher.settings import TeacherSettings
+from skillsft.testing.openai_server import is_probe
 from tests.support.fixtures import TEST_API_KEY
-from tests.support.openai_server import is_probe
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "rollouts"
 ASKED = re.compile(
@@ -28,10 +28,10 @@ ASKED = re.compile(
 
 def _memories():
     spec = get_env("alfworld")
-    records = parse_rollouts(spec, EXAMPLES / "alfworld", SelectionOptions(include_mixed=True),
+    records = parse_rollouts(EXAMPLES / "alfworld", spec, SelectionOptions(include_mixed=True),
                              workers=1).records
-    return generate_memories(records, spec, OfflineTeacher(show_progress=False),
-                             MemoryOptions(all_trajectories=True)).memories
+    return generate_memories(records, spec, MemoryOptions(all_trajectories=True),
+                             OfflineTeacher(show_progress=False)).records
 
 
 def generous(body: dict[str, Any]) -> str:
@@ -62,8 +62,8 @@ def _teacher(server, journal: Path) -> OpenAITeacher:
 def test_sections_end_at_their_size_and_slips_are_counted(server_factory, tmp_path) -> None:
     server = server_factory(responder=generous)
     spec, memories = get_env("alfworld"), _memories()
-    result = aggregate_memories(memories, spec, _teacher(server, tmp_path), AggregateOptions())
-    bank = result.bank
+    result = aggregate_memories(memories, spec, AggregateOptions(), _teacher(server, tmp_path))
+    bank = result.records[0]
     assert len(bank.general_skills) == 7 and len(bank.common_mistakes) == 5
     filled = {c: s for c, s in bank.task_specific_skills.items() if s}
     assert filled and all(len(s) == 6 for s in filled.values())
@@ -79,15 +79,15 @@ def test_sections_end_at_their_size_and_slips_are_counted(server_factory, tmp_pa
 def test_a_size_change_re_asks_only_its_section(server_factory, tmp_path) -> None:
     server = server_factory(responder=generous)
     spec, memories = get_env("alfworld"), _memories()
-    aggregate_memories(memories, spec, _teacher(server, tmp_path), AggregateOptions())
+    aggregate_memories(memories, spec, AggregateOptions(), _teacher(server, tmp_path))
 
     def stage_requests() -> int:  # the response-mode probes (negotiation.py) do not count
         return sum(not is_probe(body) for body in server.stats.bodies)
 
     paid = stage_requests()
     shape = BankShape(general=CountRange(2, 3))
-    bank = aggregate_memories(memories, spec, _teacher(server, tmp_path),
-                              AggregateOptions(shape=shape)).bank
+    bank = aggregate_memories(memories, spec, AggregateOptions(shape=shape),
+                              _teacher(server, tmp_path)).records[0]
     general_calls = 1  # a small corpus: one call per track
     assert stage_requests() == paid + general_calls
     assert len(bank.general_skills) == 3 and len(bank.common_mistakes) == 5

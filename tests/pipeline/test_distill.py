@@ -6,13 +6,16 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from skillsft.pipeline.envs import ALFWORLD
+from skillsft.pipeline.envs import get_env
 from skillsft.pipeline.stages.distill import DistillOptions, distill, split_windows
 from skillsft.pipeline.teacher.base import BatchStats, TeacherRequest, TeacherResult
 from skillsft.pipeline.teacher.offline import OfflineTeacher
 from skillsft.schemas.distill_answers import thoughts_answer_model
 from skillsft.schemas.skill_bank import SkillBank
 from skillsft.schemas.trajectory import Step, TrajectorySet
+
+ALFWORLD = get_env("alfworld")
+WEBSHOP = get_env("webshop")
 
 
 def test_windows_cover_every_step_once_with_overlap_context() -> None:
@@ -107,8 +110,8 @@ class ScriptedTeacher:
 
 
 def test_offline_distill_copies_actions_and_marks_source() -> None:
-    result = distill(records(episode(3)), ALFWORLD, BANK, OfflineTeacher(show_progress=False))
-    (conversation,) = result.conversations
+    result = distill(records(episode(3)), ALFWORLD, None, OfflineTeacher(show_progress=False), BANK)
+    (conversation,) = result.records
     gpt = [t.value for t in conversation.conversations if t.from_ == "gpt"]
     actions = [v.split("<action>")[1].removesuffix("</action>") for v in gpt]
     assert actions == ["go to desk 1", "go to desk 2", "go to desk 3", "done"]
@@ -116,7 +119,7 @@ def test_offline_distill_copies_actions_and_marks_source() -> None:
     assert "put a mug in desk" in gpt[0]  # the offline thought ties the step to the goal
     assert conversation.extra_info.source == "offline"
     assert conversation.extra_info.num_steps == 4
-    assert result.failure_rate == 0.0
+    assert (result.inputs, result.outputs, result.rejected) == (1, 1, 0)
 
 
 def test_long_trajectory_is_distilled_in_windows_with_one_thought_per_step() -> None:
@@ -124,10 +127,10 @@ def test_long_trajectory_is_distilled_in_windows_with_one_thought_per_step() -> 
         {"step_index": s["index"], "thought": f"thought {s['index']}"}
         for s in r.offline_context["steps"]]})
     options = DistillOptions(context_budget_tokens=400, window_overlap=1)
-    result = distill(records(episode(12)), ALFWORLD, BANK, teacher, options)
+    result = distill(records(episode(12)), ALFWORLD, options, teacher, BANK)
     assert len(teacher.requests) > 2
     assert result.counts["windowed_trajectories"] == 1
-    (conversation,) = result.conversations
+    (conversation,) = result.records
     gpt = [t.value for t in conversation.conversations if t.from_ == "gpt"]
     assert [g.split("</think>")[0] for g in gpt] == [f"<think>thought {i}" for i in range(13)]
     assert conversation.extra_info.source == "scripted:m1"
@@ -137,28 +140,27 @@ def test_long_trajectory_is_distilled_in_windows_with_one_thought_per_step() -> 
 
 def test_wrong_answer_fails_the_trajectory_and_is_reported() -> None:
     teacher = ScriptedTeacher(lambda r: thoughts(0, 1))  # too few thoughts, never padded
-    result = distill(records(episode(3), episode(1)), ALFWORLD, BANK, teacher)
-    assert [c.extra_info.num_steps for c in result.conversations] == [2]
+    result = distill(records(episode(3), episode(1)), ALFWORLD, None, teacher, BANK)
+    assert [c.extra_info.num_steps for c in result.records] == [2]
     assert result.counts["trajectories_failed"] == 1
-    assert result.failure_rate == 0.5
-    (failure,) = result.failures
+    assert (result.inputs, result.outputs, result.rejected) == (2, 1, 1)
+    (failure,) = result.rejects
     assert failure.reason == "teacher" and "env001/0" in failure.detail
     assert "missing step_index [2, 3]" in failure.detail
 
 
 def test_failed_episodes_are_skipped_unless_asked() -> None:
     teacher = OfflineTeacher(show_progress=False)
-    result = distill(records(episode(2, win=False)), ALFWORLD, BANK, teacher)
-    assert result.conversations == [] and result.counts["skipped_failed_trajectory"] == 1
-    kept = distill(records(episode(2, win=False)), ALFWORLD, BANK, teacher,
-                   DistillOptions(include_failed=True))
-    assert [c.extra_info.num_steps for c in kept.conversations] == [2]  # no synthetic done
+    result = distill(records(episode(2, win=False)), ALFWORLD, None, teacher, BANK)
+    assert result.records == [] and result.counts["skipped_failed_trajectory"] == 1
+    kept = distill(records(episode(2, win=False)), ALFWORLD, DistillOptions(include_failed=True),
+                   teacher, BANK)
+    assert [c.extra_info.num_steps for c in kept.records] == [2]  # no synthetic done
 
 
 def test_webshop_navigation_back_is_inserted_before_the_teacher_writes_thoughts() -> None:
     """After click[description] the agent must go back before buying; the inserted turn and
     the resumed one are both shown to the teacher, so each thought fits its own page."""
-    from skillsft.pipeline.envs import WEBSHOP
     from skillsft.pipeline.stages.flatten import flatten
 
     page = ["click[< prev]", "click[description]", "click[buy now]"]
@@ -184,9 +186,9 @@ def test_webshop_navigation_back_is_inserted_before_the_teacher_writes_thoughts(
         return {"thoughts": [{"step_index": i, "thought": f"thought {i}"} for i in indices]}
 
     bank = BANK.model_copy(update={"task_specific_skills": {}})
-    result = distill([record], WEBSHOP, bank, ScriptedTeacher(answer))
+    result = distill([record], WEBSHOP, None, ScriptedTeacher(answer), bank)
     assert result.counts["inserted_navigation_back"] == 1
-    (conversation,) = result.conversations
+    (conversation,) = result.records
     gpt = [t.value for t in conversation.conversations if t.from_ == "gpt"]
     human = [t.value for t in conversation.conversations if t.from_ == "human"]
     assert [g.split("<action>")[1][:-9] for g in gpt] == [

@@ -28,7 +28,7 @@ def test_a_dump_of_another_environment_is_named_with_its_command(
     asked: str, folder: str, expected: str
 ) -> None:
     with pytest.raises(WrongEnvironment) as caught:
-        parse_rollouts(get_env(asked), SAMPLES / folder, workers=1)
+        parse_rollouts(SAMPLES / folder, get_env(asked), workers=1)
     message = str(caught.value)
     assert expected in message and "\n" not in message
     assert f"run run_{folder}.sh (or skillsft run {folder})" in message
@@ -43,7 +43,7 @@ def test_files_of_no_known_environment_are_left_to_the_parser(tmp_path: Path) ->
     (tmp_path / "env0").mkdir()
     (tmp_path / "env0" / "notes.txt").write_text("just some notes\n")
     check_environment(tmp_path, get_env("search"), SPECS)  # no verdict, no error
-    result = parse_rollouts(get_env("alfworld"), tmp_path, workers=1)
+    result = parse_rollouts(tmp_path, get_env("alfworld"), workers=1)
     assert result.rejects[0].reason == "no_step_header"
 
 

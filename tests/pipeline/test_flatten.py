@@ -3,7 +3,7 @@
 from collections import Counter
 from pathlib import Path
 
-from skillsft.pipeline.envs import ALFWORLD, SEARCH, WEBSHOP
+from skillsft.pipeline.envs import get_env
 from skillsft.pipeline.envs.postchecks import (
     admissible_action,
     apply_postchecks,
@@ -14,6 +14,10 @@ from skillsft.pipeline.envs.postchecks import (
 from skillsft.pipeline.formats.conversations import TextTurn
 from skillsft.pipeline.stages.flatten import FlattenOptions, flatten
 from skillsft.schemas.conversation import Conversation
+
+ALFWORLD = get_env("alfworld")
+SEARCH = get_env("search")
+WEBSHOP = get_env("webshop")
 
 TAIL = (
     "\n\nNow it's your turn to take an action.\n"
@@ -212,11 +216,11 @@ def test_real_alfworld_sample_round_trips_through_distill_and_flatten() -> None:
     from skillsft.schemas.skill_bank import SkillBank
 
     sample = Path(__file__).resolve().parents[2] / "examples" / "rollouts" / "alfworld"
-    parsed = parse_rollouts(ALFWORLD, sample)
+    parsed = parse_rollouts(sample, ALFWORLD)
     bank = SkillBank.model_validate({"general_skills": [], "task_specific_skills": {}})
-    distilled = distill(parsed.records, ALFWORLD, bank, OfflineTeacher(show_progress=False))
-    result = flatten(distilled.conversations, ALFWORLD)
-    assert distilled.conversations
+    distilled = distill(parsed.records, ALFWORLD, None, OfflineTeacher(show_progress=False), bank)
+    result = flatten(distilled.records, ALFWORLD)
+    assert distilled.records
     dropped = result.counts.get("dropped_action_not_admissible", 0)
     # Nothing unreadable: the only rejects are the listed post-check drops, one per turn.
     assert [r.reason for r in result.rejects] == ["action_not_admissible"] * dropped

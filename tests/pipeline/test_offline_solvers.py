@@ -43,7 +43,7 @@ def test_alfworld_chaining_matches_truth_minimal_actions():
     for entry in truth["files"]:
         if entry["won"]:
             minimal.setdefault(entry["env"], []).append(entry["minimal_actions"])
-    records = parse_rollouts(spec, EXAMPLES / "alfworld", SelectionOptions(include_mixed=True),
+    records = parse_rollouts(EXAMPLES / "alfworld", spec, SelectionOptions(include_mixed=True),
                              workers=1).records
     checked = 0
     for record in records:
@@ -192,7 +192,7 @@ def test_failure_without_any_signal_still_gets_one_mistake():
 @pytest.mark.parametrize("env", ["alfworld", "webshop", "search"])
 def test_solver_is_deterministic_on_the_examples(env):
     spec = get_env(env)
-    records = parse_rollouts(spec, EXAMPLES / env, SelectionOptions(include_mixed=True),
+    records = parse_rollouts(EXAMPLES / env, spec, SelectionOptions(include_mixed=True),
                              workers=1).records
     from skillsft.pipeline.stages.memories import build_context
 

@@ -27,13 +27,13 @@ def _every_turn(env: str, rollout_dir: Path) -> list[tuple[str, str, str, str]]:
     # Every episode counts (the shared WebShop sample has one episode per env).
     every = SelectionOptions(include_mixed=True, min_trajs_per_env=1, label_min_outcomes=1,
                              n_success_envs=10_000, n_fail_envs=10_000)
-    records = parse_rollouts(spec, rollout_dir, every, workers=1).records
-    result = distill(records, spec, SkillBank(), OfflineTeacher(show_progress=False),
-                     DistillOptions(include_failed=True))
-    assert result.conversations, f"no conversation from {rollout_dir}"
+    records = parse_rollouts(rollout_dir, spec, every, workers=1).records
+    result = distill(records, spec, DistillOptions(include_failed=True),
+                     OfflineTeacher(show_progress=False), SkillBank())
+    assert result.records, f"no conversation from {rollout_dir}"
     by_id = {f"{r.env_id}/{i}": (r, t) for r in records for i, t in enumerate(r.trajectories)}
     contradictions, turns = [], []
-    for conversation in result.conversations:
+    for conversation in result.records:
         info = conversation.extra_info
         record, steps = by_id[info.trajectory_id]
         drafts = spec.turn_layout().build_turns(record.task, "", steps, info.trajectory_id,

@@ -48,7 +48,7 @@ def test_sample_env_labels_match_truth(alfworld_sample: Path) -> None:
     truth = json.loads((alfworld_sample / "truth.json").read_text())
     expected = {e["env"]: e["formats_md_default_label"] for e in truth["envs"]}
     result = parse_rollouts(
-        get_env("alfworld"), alfworld_sample, SelectionOptions(include_mixed=True), workers=1
+        alfworld_sample, get_env("alfworld"), SelectionOptions(include_mixed=True), workers=1
     )
     assert {r.env_id: r.type for r in result.records} == expected
     assert result.rejects == []
@@ -57,15 +57,15 @@ def test_sample_env_labels_match_truth(alfworld_sample: Path) -> None:
 @pytest.mark.parametrize("env", ["alfworld", "webshop", "search"])
 def test_output_bytes_do_not_depend_on_workers(env: str) -> None:
     options = SelectionOptions(include_mixed=True)
-    one = parse_rollouts(get_env(env), EXAMPLES / env, options, workers=1)
-    two = parse_rollouts(get_env(env), EXAMPLES / env, options, workers=2)
+    one = parse_rollouts(EXAMPLES / env, get_env(env), options, workers=1)
+    two = parse_rollouts(EXAMPLES / env, get_env(env), options, workers=2)
     assert jsonio.dumps(one.records) == jsonio.dumps(two.records)
     assert one.counts == two.counts and one.rejects == two.rejects
     assert one.records
 
 
 def test_webshop_sample_selection_and_loop_removal() -> None:
-    result = parse_rollouts(get_env("webshop"), EXAMPLES / "webshop-handwritten", workers=1)
+    result = parse_rollouts(EXAMPLES / "webshop-handwritten", get_env("webshop"), workers=1)
     assert [(r.env_id, r.type) for r in result.records] == [
         ("env000", "all_success"),
         ("env001", "all_fail"),
@@ -83,7 +83,7 @@ def test_search_sample_sources_and_balance() -> None:
     options = SelectionOptions(
         search_source_ranges=(SourceRange(first=100, last=199, source="popqa"),)
     )
-    result = parse_rollouts(get_env("search"), EXAMPLES / "search", options, workers=1)
+    result = parse_rollouts(EXAMPLES / "search", get_env("search"), options, workers=1)
     kept = {(r.env_id, r.data_source, r.outcome) for r in result.records}
     assert ("batch_b/run_0105", "popqa", "Success") in kept
     assert ("nq/q0002", "nq", "Failure") in kept and ("nq/q0004", "nq", "Failure") not in kept

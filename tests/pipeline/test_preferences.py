@@ -99,8 +99,8 @@ def test_initial_state_is_an_anchor_even_when_its_text_differs(
     write_env(tmp_path, "env001", {"a.txt": other_start, "b.txt": LOST_OTHER_DESK.replace(
         "go to desk 1 |", "go to shelf 1 |", 1)})
     spec, episodes = groups_of(tmp_path)
-    result = build_preference_pairs(episodes.groups, spec, BANK, OfflineTeacher())
-    [pair] = result.pairs
+    result = build_preference_pairs(episodes.groups, spec, None, OfflineTeacher(), BANK)
+    [pair] = result.records
     assert pair.metadata.anchor_id == "env001#a0"
     assert (pair.metadata.chosen_action, pair.metadata.rejected_action) == (
         "go to desk 1", "go to shelf 1")
@@ -108,8 +108,8 @@ def test_initial_state_is_an_anchor_even_when_its_text_differs(
 
 def test_earliest_divergence_gives_one_pair_from_a_win_and_a_loss(rollouts: Path) -> None:
     spec, episodes = groups_of(rollouts)
-    result = build_preference_pairs(episodes.groups, spec, BANK, OfflineTeacher())
-    [pair] = result.pairs
+    result = build_preference_pairs(episodes.groups, spec, None, OfflineTeacher(), BANK)
+    [pair] = result.records
     meta = pair.metadata
     # both took `go to desk 1` from the start: the first difference is at the desk
     assert (meta.chosen_trajectory, meta.rejected_trajectory) == ("env000/test0.txt",
@@ -130,11 +130,11 @@ def test_earliest_divergence_gives_one_pair_from_a_win_and_a_loss(rollouts: Path
 
 def test_pair_prompt_is_the_stage4_instruction_for_that_state(rollouts: Path) -> None:
     spec, episodes = groups_of(rollouts)
-    [pair] = build_preference_pairs(episodes.groups, spec, BANK, OfflineTeacher()).pairs
+    [pair] = build_preference_pairs(episodes.groups, spec, None, OfflineTeacher(), BANK).records
     winner = episodes.groups[0].episodes[0]
     record = TrajectorySet(env_id="env000", task=TASK, type="mixed",
                            trajectories=[winner.steps])
-    conversations = distill([record], spec, BANK, OfflineTeacher()).conversations
+    conversations = distill([record], spec, None, OfflineTeacher(), BANK).records
     records = flatten(conversations, spec).records
     assert pair.prompt == records[1].instruction  # turn 1: at the desk
     assert pair.chosen == records[1].output
@@ -148,8 +148,8 @@ def test_duplicates_per_anchor_and_actions_are_dropped(
     write_env(tmp_path, "env000", {"a.txt": WON, "b.txt": LOST_AFTER_DESK,
                                    "c.txt": LOST_AFTER_DESK})
     spec, episodes = groups_of(tmp_path)
-    result = build_preference_pairs(episodes.groups, spec, BANK, OfflineTeacher())
-    assert len(result.pairs) == 1
+    result = build_preference_pairs(episodes.groups, spec, None, OfflineTeacher(), BANK)
+    assert len(result.records) == 1
     assert result.counts["skipped_duplicate"] == 1
     assert result.counts["episode_pairs"] == 2
 
@@ -163,8 +163,8 @@ def test_an_inadmissible_winning_move_is_skipped_with_a_reason(
                                    "[go to shelf 1, look]")
     write_env(tmp_path, "env000", {"a.txt": won, "b.txt": lost})
     spec, episodes = groups_of(tmp_path)
-    result = build_preference_pairs(episodes.groups, spec, BANK, OfflineTeacher())
-    assert result.pairs == []
+    result = build_preference_pairs(episodes.groups, spec, None, OfflineTeacher(), BANK)
+    assert result.records == []
     assert result.counts["skipped_chosen_dropped_by_postcheck"] == 1
     assert [r.reason for r in result.rejects] == ["chosen_dropped_by_postcheck"]
 
@@ -174,8 +174,8 @@ def test_envs_with_one_outcome_give_no_pair(
 ) -> None:
     write_env(tmp_path, "env000", {"a.txt": WON, "b.txt": WON})
     spec, episodes = groups_of(tmp_path)
-    result = build_preference_pairs(episodes.groups, spec, BANK, OfflineTeacher())
-    assert result.pairs == [] and result.counts["groups_single_outcome"] == 1
+    result = build_preference_pairs(episodes.groups, spec, None, OfflineTeacher(), BANK)
+    assert result.records == [] and result.counts["groups_single_outcome"] == 1
 
 
 def test_bad_files_are_rejects_and_an_empty_folder_is_an_error(
@@ -220,17 +220,17 @@ def test_search_anchor_is_question_plus_searches_so_far(tmp_path: Path) -> None:
     spec, episodes = groups_of(tmp_path / "search", "search")
     [group] = episodes.groups
     assert len(group.episodes) == 2
-    result = build_preference_pairs(episodes.groups, spec, BANK.model_copy(update={
-        "task_specific_skills": None, "query_type_skills": {}}), OfflineTeacher())
-    [pair] = result.pairs
+    bank = BANK.model_copy(update={"task_specific_skills": None, "query_type_skills": {}})
+    result = build_preference_pairs(episodes.groups, spec, None, OfflineTeacher(), bank)
+    [pair] = result.records
     assert pair.metadata.chosen_action == "<search>first for women founded</search>"
     assert pair.metadata.rejected_action == "<answer>First for Women</answer>"
     assert pair.rejected.endswith("\n<answer>First for Women</answer>")
 
     # the prompt is what stage 4 writes for the winner's second turn
-    parsed = parse_rollouts(spec, tmp_path / "search", SelectionOptions(failure_ratio=0))
+    parsed = parse_rollouts(tmp_path / "search", spec, SelectionOptions(failure_ratio=0))
     [record] = parsed.records
     bank = BANK.model_copy(update={"task_specific_skills": None, "query_type_skills": {}})
-    records = flatten(distill([record], spec, bank, OfflineTeacher()).conversations, spec).records
+    records = flatten(distill([record], spec, None, OfflineTeacher(), bank).records, spec).records
     assert pair.prompt == records[1].instruction
     assert pair.chosen == records[1].output

@@ -35,8 +35,8 @@ from skillsft.pipeline.teacher.base import TeacherRequest
 from skillsft.pipeline.teacher.offline import OfflineTeacher
 from skillsft.pipeline.teacher.openai.teacher import OpenAITeacher
 from skillsft.pipeline.teacher.settings import TeacherSettings
+from skillsft.testing.openai_server import is_probe
 from tests.support.fixtures import TEST_API_KEY
-from tests.support.openai_server import is_probe
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "rollouts"
 GOLDEN = Path(__file__).resolve().parents[1] / "golden"
@@ -44,7 +44,7 @@ UPDATE = os.environ.get("SKILLSFT_UPDATE_GOLDEN") == "1"
 
 
 def _records(env: str) -> list[Any]:
-    return parse_rollouts(get_env(env), EXAMPLES / env, SelectionOptions(include_mixed=True),
+    return parse_rollouts(EXAMPLES / env, get_env(env), SelectionOptions(include_mixed=True),
                           workers=1).records
 
 
@@ -67,7 +67,7 @@ def sample_requests(env: str) -> dict[str, TeacherRequest[Any]]:
     }
     offline = OfflineTeacher(show_progress=False)
     records = _records(env)
-    memories = generate_memories(records, spec, offline, MemoryOptions()).memories
+    memories = generate_memories(records, spec, MemoryOptions(), offline).records
     tracks, _ = build_tracks(memories, spec)
     options = AggregateOptions()
     general = next(t for t in tracks if t.name == "general")
@@ -78,7 +78,7 @@ def sample_requests(env: str) -> dict[str, TeacherRequest[Any]]:
                         ("aggregate_mistakes", mistakes)):
         requests[name] = build_request(track, 0, 0, track.items, spec.memory_environment_tag,
                                        options, final=True, profile=spec.prompts)
-    bank = aggregate_memories(memories, spec, offline).bank
+    bank = aggregate_memories(memories, spec, None, offline).records[0]
     record = next(r for r in records if spec.turn_layout().succeeded(r, r.trajectories[0]))
     category_name = spec.classify_task(record.task, getattr(record, "data_source", None))
     block = render_block(bank, spec, category_name)

@@ -4,9 +4,13 @@ import json
 
 import pytest
 
-from skillsft.pipeline.envs import ALFWORLD, SEARCH, WEBSHOP
+from skillsft.pipeline.envs import get_env
 from skillsft.pipeline.formats.render import BlockOptions, render_block
 from skillsft.schemas.skill_bank import SkillBank
+
+ALFWORLD = get_env("alfworld")
+SEARCH = get_env("search")
+WEBSHOP = get_env("webshop")
 
 
 def make_bank(key: str = "task_specific_skills", category: str = "clean", **extra) -> SkillBank:

@@ -1,8 +1,12 @@
 """Conversation turns, byte for byte (FORMATS.md 7); every expected string is written by hand."""
 
-from skillsft.pipeline.envs import ALFWORLD, SEARCH, WEBSHOP
+from skillsft.pipeline.envs import get_env
 from skillsft.pipeline.formats.conversations import RenderOptions
 from skillsft.schemas.trajectory import SearchStep, Step
+
+ALFWORLD = get_env("alfworld")
+SEARCH = get_env("search")
+WEBSHOP = get_env("webshop")
 
 TAIL = (
     "\n\nNow it's your turn to take an action.\n"

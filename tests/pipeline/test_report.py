@@ -75,22 +75,24 @@ def build_work_dir(root: Path, env: str = "alfworld", *, provenance: bool = True
     )
     manifests = {
         "processed_trajectories.json": manifest(
-            "parse", {"files_seen": 12, "records": 4, "dropped_too_few_files": 2, "envs_mixed": 1},
+            "parse", {"inputs": 12, "outputs": 4, "rejected": 2, "files_seen": 12,
+                      "records": 4, "dropped_too_few_files": 2, "envs_mixed": 1},
             wall=2.5),
         "generated_memories.json": manifest(
-            "memories", {"inputs": 4, "outputs": 3, "dropped_teacher_failed": 1},
+            "memories", {"inputs": 4, "outputs": 3, "rejected": 1, "dropped_teacher_failed": 1},
             [usage("memories", "gpt-4o-mini", 4, 1, 0.0012)], teacher="openai",
             base_url=SECRET_URL, memory_model="gpt-4o-mini"),
         "skill_bank.json": manifest(
-            "aggregate", {"inputs": 3, "outputs": 1},
+            "aggregate", {"inputs": 3, "outputs": 1, "rejected": 0},
             [usage("aggregate", "gpt-4o-mini", 2, 0, 0.0008)], teacher="openai",
             base_url=SECRET_URL),
         "distilled_trajectories.json": manifest(
-            "distill", {"inputs": 4, "outputs": 4},
+            "distill", {"inputs": 4, "outputs": 4, "rejected": 0},
             [usage("distill", "local-llama", 8, 0, None)], wall=10.0, teacher="openai",
             base_url=""),
         f"{env}_sft_data.json": manifest(
-            "flatten", {"inputs": 4, "outputs": RECORDS, "dropped_not_admissible": 1,
+            "flatten", {"inputs": 4, "outputs": RECORDS, "rejected": 1,
+                        "dropped_not_admissible": 1,
                         "rewritten_buy_now": 0}, wall=0.5),
     }
     folder = root / ".skillsft"
@@ -117,7 +119,7 @@ def test_stages_are_in_pipeline_order_with_in_out_rejected(work_dir: Path) -> No
     assert (stages["parse"].inputs, stages["parse"].outputs, stages["parse"].rejected) == (12, 4, 2)
     assert (stages["flatten"].inputs, stages["flatten"].outputs) == (4, RECORDS)
     assert stages["flatten"].rejected == 1
-    # aggregate has no dropped_* counter and no rejects: nothing rejected
+    # the fixed counters are read as they are, never guessed from other names
     assert stages["aggregate"].rejected == 0
     assert stages["parse"].counts["envs_mixed"] == 1
     assert report.details.wall_seconds_total == pytest.approx(2.5 + 1 + 1 + 10 + 0.5)

@@ -40,11 +40,11 @@ def test_mixed_env_is_skipped_by_default_and_labelled_when_included(
     tmp_path: Path, write_env
 ) -> None:
     write_env(tmp_path, "env000", {"a.txt": WIN, "b.txt": WIN, "c.txt": LOSS})
-    default = parse_rollouts(get_env("alfworld"), tmp_path, workers=1)
+    default = parse_rollouts(tmp_path, get_env("alfworld"), workers=1)
     assert default.records == []
     assert default.counts["envs_skipped_mixed"] == 1
     kept = parse_rollouts(
-        get_env("alfworld"), tmp_path, SelectionOptions(include_mixed=True), workers=1
+        tmp_path, get_env("alfworld"), SelectionOptions(include_mixed=True), workers=1
     )
     assert [(r.env_id, r.type, len(r.trajectories)) for r in kept.records] == [
         ("env000", "mixed", 3)
@@ -54,12 +54,12 @@ def test_mixed_env_is_skipped_by_default_and_labelled_when_included(
 def test_env_with_too_few_files_is_skipped(tmp_path: Path, write_env) -> None:
     write_env(tmp_path, "env000", {"a.txt": WIN, "b.txt": WIN})
     write_env(tmp_path, "env001", {"a.txt": WIN, "b.txt": WIN, "c.txt": WIN})
-    result = parse_rollouts(get_env("alfworld"), tmp_path, workers=1)
+    result = parse_rollouts(tmp_path, get_env("alfworld"), workers=1)
     assert [r.env_id for r in result.records] == ["env001"]
     assert result.counts["envs_skipped_too_few_files"] == 1
     relaxed = parse_rollouts(
-        get_env("alfworld"),
         tmp_path,
+        get_env("alfworld"),
         SelectionOptions(min_trajs_per_env=2, label_min_outcomes=2),
         workers=1,
     )
@@ -73,17 +73,17 @@ def test_shortest_trajectories_with_ties_by_natural_file_name(tmp_path: Path, wr
         "env000",
         {"test10.txt": WIN, "test2.txt": WIN, "test1.txt": long_win, "test3.txt": WIN},
     )
-    record = parse_rollouts(get_env("alfworld"), tmp_path, workers=1).records[0]
+    record = parse_rollouts(tmp_path, get_env("alfworld"), workers=1).records[0]
     firsts = [t[1].action for t in record.trajectories]
     assert firsts == ["go to box 1"] * 3  # the long one (first action "a") is not kept
     options = SelectionOptions(n_trajs_per_env=4)
-    record = parse_rollouts(get_env("alfworld"), tmp_path, options, workers=1).records[0]
+    record = parse_rollouts(tmp_path, get_env("alfworld"), options, workers=1).records[0]
     assert record.trajectories[-1][1].action == "a"
 
 
 def test_all_fail_env_keeps_only_failures(tmp_path: Path, write_env) -> None:
     write_env(tmp_path, "env000", {"w.txt": WIN, "x.txt": LOSS, "y.txt": LOSS, "z.txt": LOSS})
-    result = parse_rollouts(get_env("alfworld"), tmp_path, workers=1)
+    result = parse_rollouts(tmp_path, get_env("alfworld"), workers=1)
     (record,) = result.records
     assert record.type == "all_fail"
     assert all(not any(s.reward >= 10 for s in t) for t in record.trajectories)
@@ -95,7 +95,7 @@ def test_quotas_keep_the_first_envs_in_natural_folder_order(tmp_path: Path, writ
         write_env(tmp_path, env, {"a.txt": WIN, "b.txt": WIN, "c.txt": WIN})
     write_env(tmp_path, "env1", {"a.txt": LOSS, "b.txt": LOSS, "c.txt": LOSS})
     options = SelectionOptions(n_success_envs=2, n_fail_envs=0)
-    result = parse_rollouts(get_env("alfworld"), tmp_path, options, workers=1)
+    result = parse_rollouts(tmp_path, get_env("alfworld"), options, workers=1)
     assert [r.env_id for r in result.records] == ["env2", "env9"]
     assert result.counts["envs_over_quota_all_success"] == 1
     assert result.counts["envs_over_quota_all_fail"] == 1
@@ -163,7 +163,7 @@ def test_search_rules_are_counted_per_rule(tmp_path: Path, repo_root: Path) -> N
     sample = repo_root / "examples" / "rollouts" / "search"
     shutil.copytree(sample / "nq", tmp_path / "2wiki")
     shutil.copytree(sample / "batch_b", tmp_path / "batch_b")
-    result = parse_rollouts(get_env("search"), tmp_path, workers=1)
+    result = parse_rollouts(tmp_path, get_env("search"), workers=1)
     assert {r.data_source for r in result.records} == {"2wikimultihopqa", "nq"}
     assert result.counts["source_rule_folder"] == 4
     assert result.counts["source_rule_default_range"] == 2  # run_0105, run_0106: nq items
@@ -180,7 +180,7 @@ def test_selection_skips_are_listed_as_rejects(tmp_path: Path, write_env) -> Non
     write_env(tmp_path, "env4", {"a.txt": WIN, "b.txt": LOSS, "c.txt": LOSS})
     write_env(tmp_path, "env5", {"a.txt": WIN, "b.txt": WIN, "c.txt": LOSS})
     options = SelectionOptions(n_success_envs=1)
-    result = parse_rollouts(get_env("alfworld"), tmp_path, options, workers=1)
+    result = parse_rollouts(tmp_path, get_env("alfworld"), options, workers=1)
     assert [r.env_id for r in result.records] == ["env2"]
     listed = {(r.file, r.reason) for r in result.rejects}
     assert listed == {("env1", "skipped_too_few_files"), ("env3", "skipped_over_quota_all_success"),
@@ -189,9 +189,9 @@ def test_selection_skips_are_listed_as_rejects(tmp_path: Path, write_env) -> Non
 
 def test_label_min_outcomes_labels_envs_with_fewer_outcomes(tmp_path: Path, write_env) -> None:
     write_env(tmp_path, "env1", {"a.txt": LOSS, "b.txt": LOSS, "c.txt": WIN})
-    default = parse_rollouts(get_env("alfworld"), tmp_path, workers=1)
+    default = parse_rollouts(tmp_path, get_env("alfworld"), workers=1)
     assert default.records == [] and default.counts["envs_skipped_unlabelled"] == 1
-    lowered = parse_rollouts(get_env("alfworld"), tmp_path,
+    lowered = parse_rollouts(tmp_path, get_env("alfworld"),
                              SelectionOptions(label_min_outcomes=2), workers=1)
     assert [(r.env_id, r.type) for r in lowered.records] == [("env1", "all_fail")]
 
@@ -202,7 +202,7 @@ def test_one_episode_per_env_folder_labels_each_env_by_its_episode(
     write_env(tmp_path, "env1", {"test1.txt": WIN})
     write_env(tmp_path, "env2", {"test1.txt": LOSS})
     write_env(tmp_path, "env3", {"test1.txt": WIN})
-    result = parse_rollouts(get_env("alfworld"), tmp_path, workers=1)
+    result = parse_rollouts(tmp_path, get_env("alfworld"), workers=1)
     assert [(r.env_id, r.type) for r in result.records] == [
         ("env1", "all_success"), ("env2", "all_fail"), ("env3", "all_success")]
     assert result.counts["envs_labelled_by_only_episode"] == 3
@@ -213,7 +213,7 @@ def test_one_episode_per_env_folder_labels_each_env_by_its_episode(
 def test_one_episode_rule_only_when_every_folder_has_one(tmp_path: Path, write_env) -> None:
     write_env(tmp_path, "env1", {"test1.txt": WIN})
     write_env(tmp_path, "env2", {"a.txt": LOSS, "b.txt": LOSS, "c.txt": LOSS})
-    result = parse_rollouts(get_env("alfworld"), tmp_path, workers=1)
+    result = parse_rollouts(tmp_path, get_env("alfworld"), workers=1)
     assert [r.env_id for r in result.records] == ["env2"]
     assert result.notices == [] and "envs_labelled_by_only_episode" not in result.counts
 

@@ -104,24 +104,24 @@ def test_embedding_retrieval_over_http_is_journaled_and_resumes(openai_server,
 
 
 def _records(env: str):
-    return parse_rollouts(get_env(env), EXAMPLES / env, SelectionOptions(include_mixed=True),
+    return parse_rollouts(EXAMPLES / env, get_env(env), SelectionOptions(include_mixed=True),
                           workers=1).records
 
 
 def test_category_mode_is_the_default_layout_byte_for_byte() -> None:
     spec, records = get_env("alfworld"), _records("alfworld")
     teacher = OfflineTeacher(show_progress=False)
-    default = distill(records, spec, BANK, teacher, DistillOptions())
-    explicit = distill(records, spec, BANK, teacher,
-                       DistillOptions(skills=SkillSelection("category")))
-    assert [c.model_dump() for c in default.conversations] == [
-        c.model_dump() for c in explicit.conversations]
-    retrieved = distill(records, spec, BANK, teacher,
-                        DistillOptions(skills=SkillSelection("retrieve")))
-    heat = next(c for c in retrieved.conversations if c.extra_info.task == TASK)
+    default = distill(records, spec, DistillOptions(), teacher, BANK)
+    explicit = distill(records, spec, DistillOptions(skills=SkillSelection("category")), teacher,
+                       BANK)
+    assert [c.model_dump() for c in default.records] == [
+        c.model_dump() for c in explicit.records]
+    retrieved = distill(records, spec, DistillOptions(skills=SkillSelection("retrieve")), teacher,
+                        BANK)
+    heat = next(c for c in retrieved.records if c.extra_info.task == TASK)
     assert "Rinse At The Sinkbasin" in heat.system  # retrieved across categories
     assert "Warm Mugs Quickly" not in heat.system  # in the category, but not similar enough
-    assert "Warm Mugs Quickly" in next(c for c in default.conversations
+    assert "Warm Mugs Quickly" in next(c for c in default.records
                                        if c.extra_info.task == TASK).system
 
 

@@ -10,27 +10,11 @@ import argparse
 import json
 from pathlib import Path
 
-from skillsft.pipeline.teacher.base import TeacherRequest
 from skillsft.pipeline.teacher.batch.teacher import BatchOptions, BatchTeacher
 from skillsft.pipeline.teacher.openai.teacher import OpenAITeacher
 from skillsft.pipeline.teacher.settings import TeacherSettings
-from tests.support.fixtures import TEST_API_KEY, ToyAnswer
-
-
-def toy_requests(count: int, prompt_version: str = "v1") -> list[TeacherRequest[ToyAnswer]]:
-    return [
-        TeacherRequest(
-            request_id=f"item{index:04d}",
-            kind="toy",
-            messages=(
-                {"role": "system", "content": "Summarise the item as JSON."},
-                {"role": "user", "content": f"Item number {index}."},
-            ),
-            answer_model=ToyAnswer,
-            prompt_version=prompt_version,
-        )
-        for index in range(count)
-    ]
+from skillsft.testing.toy import toy_requests
+from tests.support.fixtures import TEST_API_KEY
 
 
 def main() -> None:

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from skillsft.tasks.targets import iter_manifests
-from tests.support.stage_responder import stage_responder
+from skillsft.testing.stage_responder import stage_responder
 from tests.tasks.test_e2e_server import assert_no_key_under, corpus, finish, skillsft
 
 

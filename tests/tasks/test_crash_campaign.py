@@ -31,8 +31,8 @@ import pytest
 
 from skillsft.pipeline.teacher.journal import Journal
 from skillsft.tasks.targets import manifest_path_for
-from tests.support.openai_server import FakeOpenAIServer, ServerConfig
-from tests.support.stage_responder import stage_responder
+from skillsft.testing.openai_server import FakeOpenAIServer, ServerConfig
+from skillsft.testing.stage_responder import stage_responder
 from tests.tasks.test_e2e_server import assert_no_key_under, corpus, finish, skillsft
 
 ENV = "alfworld"

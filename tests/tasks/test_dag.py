@@ -150,12 +150,12 @@ def test_flatten_with_nothing_left_fails_instead_of_writing_an_empty_corpus(
     # Its rejects are listed; no corpus .jsonl or provenance of nothing is left behind.
     assert sorted(p.name for p in out.parent.iterdir() if p.is_file()) == ["flatten_rejects.jsonl"]
 
-    from skillsft.pipeline.stages.flatten import load_conversations
+    from skillsft.pipeline.formats.record_files import CONVERSATIONS, load_records
 
-    loaded, rejects = load_conversations(broken)
-    assert len(loaded) == len(conversations) - 1
-    assert [r.reason for r in rejects] == ["invalid_conversation"]
-    assert f"item {len(conversations) - 1}" in rejects[0].detail
+    loaded = load_records(broken, CONVERSATIONS, "flatten")
+    assert len(loaded.records) == len(conversations) - 1
+    assert [r.reason for r in loaded.rejects] == ["invalid_conversation"]
+    assert f"record {len(conversations) - 1}" in loaded.rejects[0].detail
 
 
 def test_force_recomputes_the_stage_and_dependants(tmp_path: Path) -> None:

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from skillsft.tasks.targets import iter_manifests, manifest_path_for
+from skillsft.testing.openai_server import ServerFault
+from skillsft.testing.stage_responder import stage_responder
 from tests.support.fixtures import TEST_API_KEY
-from tests.support.openai_server import ServerFault
-from tests.support.stage_responder import stage_responder
 from tests.tasks.conftest import manifest_times
 
 REPO_ROOT = Path(__file__).resolve().parents[2]

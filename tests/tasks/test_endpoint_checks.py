@@ -17,8 +17,8 @@ from skillsft import settings
 from skillsft.cli import build_parser
 from skillsft.pipeline.teacher.openai.endpoints import HANDOFF_VARIABLE
 from skillsft.tasks.base import walk_graph
+from skillsft.testing.stage_responder import stage_responder
 from tests.support.fixtures import TEST_API_KEY
-from tests.support.stage_responder import stage_responder
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 PASSWORD, QUERY_SECRET = "pw-SECRET-7731", "q-SECRET-5519"

@@ -7,8 +7,8 @@ import sys
 from pathlib import Path
 
 from skillsft.tasks.targets import iter_manifests
+from skillsft.testing.stage_responder import stage_responder
 from tests.support.fixtures import REPO_ROOT, TEST_API_KEY
-from tests.support.stage_responder import stage_responder
 from tests.tasks.test_e2e_server import finish, skillsft
 
 ROW = re.compile(r"^\s+(memories|aggregate|distill|total)\s+(\S*)\s+(\d+)\s+(\d+)\s+(\d+)\s+"

@@ -18,8 +18,8 @@ from typing import Any
 import orjson
 import pytest
 
-from tests.support.openai_server import ServerConfig, fault_for, prompt_hash
-from tests.support.stage_responder import stage_responder
+from skillsft.testing.openai_server import ServerConfig, fault_for, prompt_hash
+from skillsft.testing.stage_responder import stage_responder
 from tests.tasks.test_e2e_server import assert_no_key_under, corpus, finish, skillsft
 
 FAULTS = {"p_rate_limit": 0.08, "p_server_error": 0.08, "p_malformed": 0.06,

@@ -18,9 +18,9 @@ from huggingface_hub import HfApi
 from skillsft.cli import main
 from skillsft.pipeline.stages.publish import PublishOptions, export_local, publish
 from skillsft.tasks.targets import manifest_path_for
+from skillsft.testing.openai_server import schema_answer
 from tests.support.fixtures import TEST_API_KEY
 from tests.support.hub_server import running_hub
-from tests.support.openai_server import schema_answer
 from tests.tasks.conftest import SAMPLES, manifest_times
 
 

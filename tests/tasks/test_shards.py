@@ -23,8 +23,8 @@ from skillsft.cli import main
 from skillsft.pipeline.teacher.openai.negotiation import PROBE_PROMPT
 from skillsft.tasks.targets import iter_manifests
 from tests.support.fixtures import TEST_API_KEY
-from tests.support.openai_server import ServerFault
-from tests.support.stage_responder import stage_responder
+from skillsft.testing.openai_server import ServerFault
+from skillsft.testing.stage_responder import stage_responder
 from tests.tasks.test_central_scheduler import scheduler_url  # noqa: F401 - a fixture
 from tests.tasks.test_e2e_server import REPO_ROOT, corpus, finish
 

@@ -9,8 +9,8 @@ import sys
 from pathlib import Path
 
 from skillsft.tasks.targets import iter_manifests
+from skillsft.testing.stage_responder import stage_responder
 from tests.support.fixtures import TEST_API_KEY
-from tests.support.stage_responder import stage_responder
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 

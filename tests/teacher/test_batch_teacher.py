@@ -20,9 +20,9 @@ from skillsft.pipeline.teacher.batch.teacher import (
 from skillsft.pipeline.teacher.factory import make_teacher
 from skillsft.pipeline.teacher.openai.teacher import OpenAITeacher
 from skillsft.pipeline.teacher.settings import TeacherSettings
+from skillsft.testing.openai_server import FakeOpenAIServer
+from skillsft.testing.toy import toy_requests
 from tests.support.fixtures import REPO_ROOT, TEST_API_KEY
-from tests.support.openai_server import FakeOpenAIServer
-from tests.support.teacher_run import toy_requests
 
 
 def settings_for(server: FakeOpenAIServer, **overrides: Any) -> TeacherSettings:

@@ -6,8 +6,8 @@ from pathlib import Path
 from skillsft.pipeline.teacher.openai.teacher import OpenAITeacher
 from skillsft.pipeline.teacher.progress import BatchTracker
 from skillsft.pipeline.teacher.settings import TeacherSettings, announce
+from skillsft.testing.toy import toy_requests
 from tests.support.fixtures import TEST_API_KEY
-from tests.support.teacher_run import toy_requests
 
 
 def test_a_server_that_never_answers_costs_at_most_the_deadline(server_factory, tmp_path: Path):

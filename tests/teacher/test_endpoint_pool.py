@@ -28,8 +28,8 @@ from skillsft.pipeline.teacher.openai.preflight import EndpointError
 from skillsft.pipeline.teacher.openai.teacher import OpenAITeacher
 from skillsft.pipeline.teacher.settings import TeacherSettings
 from skillsft.settings import teacher_params
+from skillsft.testing.toy import toy_requests
 from tests.support.fixtures import TEST_API_KEY
-from tests.support.teacher_run import toy_requests
 from tests.tasks.test_endpoint_checks import skillsft
 
 

@@ -10,7 +10,8 @@ import orjson
 import pytest
 
 from skillsft.pipeline.teacher.journal import Journal, JournalRecord, request_key
-from tests.support.fixtures import REPO_ROOT, server_stats, start_server_process
+from skillsft.testing.process import server_stats, start_server_process
+from tests.support.fixtures import REPO_ROOT
 
 
 def record(key: str, text: str = "{}") -> JournalRecord:

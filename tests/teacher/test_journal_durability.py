@@ -18,7 +18,8 @@ from skillsft.pipeline.teacher.claims import (
     file_system_type,
 )
 from skillsft.pipeline.teacher.journal import Journal
-from tests.support.fixtures import REPO_ROOT, server_stats, start_server_process
+from skillsft.testing.process import server_stats, start_server_process
+from tests.support.fixtures import REPO_ROOT
 from tests.teacher.test_journal import record, teacher_run_command
 
 

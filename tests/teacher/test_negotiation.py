@@ -18,14 +18,14 @@ from skillsft.pipeline.teacher.openai.structured import openai_strict_schema
 from skillsft.pipeline.teacher.openai.teacher import OpenAITeacher
 from skillsft.pipeline.teacher.settings import TeacherSettings
 from skillsft.schemas.distill_answers import thoughts_answer_model
-from tests.support.fixtures import TEST_API_KEY
-from tests.support.openai_server import (
+from skillsft.testing.openai_server import (
     FakeOpenAIServer,
     is_probe,
     schema_answer,
     strict_mode_problem,
 )
-from tests.support.teacher_run import toy_requests
+from skillsft.testing.toy import toy_requests
+from tests.support.fixtures import TEST_API_KEY
 
 
 def teacher_for(server: FakeOpenAIServer, work_dir: Path, **overrides: Any) -> OpenAITeacher:

@@ -12,9 +12,9 @@ import pytest
 
 from skillsft.pipeline.teacher.openai.teacher import OpenAITeacher, is_reasoning_model
 from skillsft.pipeline.teacher.settings import TeacherSettings
+from skillsft.testing.openai_server import is_probe
+from skillsft.testing.toy import toy_requests
 from tests.support.fixtures import TEST_API_KEY
-from tests.support.openai_server import is_probe
-from tests.support.teacher_run import toy_requests
 
 Reply = tuple[int, dict[str, str], bytes]
 

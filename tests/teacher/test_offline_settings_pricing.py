@@ -10,7 +10,7 @@ from skillsft.pipeline.teacher.offline import OfflineTeacher
 from skillsft.pipeline.teacher.openai.teacher import OpenAITeacher
 from skillsft.pipeline.teacher.pricing import PriceTable
 from skillsft.pipeline.teacher.settings import TeacherSettings, announce
-from tests.support.fixtures import ToyAnswer
+from skillsft.testing.toy import ToyAnswer
 
 
 def request(kind: str, context: object, rid: str = "r1") -> TeacherRequest[ToyAnswer]:

@@ -6,9 +6,9 @@ from typing import Any
 from skillsft.pipeline.teacher.openai import teacher as openai_teacher
 from skillsft.pipeline.teacher.openai.teacher import OpenAITeacher, is_reasoning_model
 from skillsft.pipeline.teacher.settings import TeacherSettings
-from tests.support.fixtures import TEST_API_KEY, ToyAnswer
-from tests.support.openai_server import FakeOpenAIServer, is_probe
-from tests.support.teacher_run import toy_requests
+from skillsft.testing.openai_server import FakeOpenAIServer, is_probe
+from skillsft.testing.toy import ToyAnswer, toy_requests
+from tests.support.fixtures import TEST_API_KEY
 
 
 def make_teacher(server: FakeOpenAIServer, work_dir: Path, **overrides: Any) -> OpenAITeacher:

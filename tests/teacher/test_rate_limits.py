@@ -11,9 +11,9 @@ from typing import Any
 from skillsft.pipeline.teacher.limits import MinuteWindow
 from skillsft.pipeline.teacher.openai.teacher import OpenAITeacher, parse_reset
 from skillsft.pipeline.teacher.settings import TeacherSettings
+from skillsft.testing.openai_server import FakeOpenAIServer
+from skillsft.testing.toy import toy_requests
 from tests.support.fixtures import TEST_API_KEY
-from tests.support.openai_server import FakeOpenAIServer
-from tests.support.teacher_run import toy_requests
 
 
 def teacher_for(server: FakeOpenAIServer, work_dir: Path, **overrides: Any) -> OpenAITeacher:

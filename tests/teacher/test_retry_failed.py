@@ -13,9 +13,9 @@ import pytest
 
 from skillsft.pipeline.teacher.openai.teacher import OpenAITeacher
 from skillsft.pipeline.teacher.settings import TeacherSettings
+from skillsft.testing.openai_server import is_probe, schema_answer
+from skillsft.testing.toy import toy_requests
 from tests.support.fixtures import TEST_API_KEY
-from tests.support.openai_server import is_probe, schema_answer
-from tests.support.teacher_run import toy_requests
 
 TRANSIENT, PERMANENT = "Item number 1.", "Item number 2."  # a 503 and a 400, every time
 

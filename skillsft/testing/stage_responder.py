@@ -11,7 +11,7 @@ import json
 import re
 from typing import Any
 
-from tests.support.openai_server import schema_answer
+from skillsft.testing.openai_server import schema_answer
 
 _ASKED = re.compile(r"exactly one thought for each step_index in \[([-\d, ]*)\]")
 

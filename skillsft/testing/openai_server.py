@@ -14,12 +14,11 @@ Faults are injected by configuration and are reproducible: whether a request get
 decided by hashing (seed, prompt content hash, how many times this prompt arrived before), so
 the same prompt on the same attempt meets the same fate however the requests interleave.
 
-Run it alone (e.g. for kill -9 tests and the benchmark):
-    python -m tests.support.openai_server --port 0 --latency 0.1
-It prints `PORT <n>` on its first line once it listens.
+Run it alone (for kill -9 tests, the benchmarks, or to try a setup without paying anyone):
+    python -m skillsft.testing --port 0 --latency 0.1 [--stages]
+It prints `PORT <n>` on its first line once it listens (see skillsft/testing/__main__.py).
 """
 
-import argparse
 import contextlib
 import hashlib
 import json
@@ -34,7 +33,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from skillsft.pipeline.teacher.openai.negotiation import PROBE_PROMPT
-from tests.support.batch_endpoint import BatchEndpoint
+from skillsft.testing.batch_endpoint import BatchEndpoint
 
 Responder = Callable[[dict[str, Any]], str]
 
@@ -538,6 +537,15 @@ class FakeOpenAIServer:
         self._thread.start()
         return self
 
+    def serve_forever(self) -> None:
+        """Serve in this thread until interrupted (Ctrl-C); the command-line entry point."""
+        try:
+            self._httpd.serve_forever()
+        except KeyboardInterrupt:
+            pass
+        finally:
+            self._httpd.server_close()
+
     def stop(self) -> None:
         self._httpd.shutdown()
         self._httpd.server_close()
@@ -547,43 +555,3 @@ class FakeOpenAIServer:
 
     def __exit__(self, *exc_info: object) -> None:
         self.stop()
-
-
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--port", type=int, default=0)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--latency", type=float, default=0.0)
-    parser.add_argument("--retry-after", type=float, default=0.05)
-    parser.add_argument("--hang-seconds", type=float, default=5.0)
-    for fault in FAULTS:
-        parser.add_argument(f"--p-{fault.replace('_', '-')}", type=float, default=0.0)
-    parser.add_argument("--refuse-json-schema", action="store_true")
-    parser.add_argument("--batch-polls", type=int, default=2)
-    parser.add_argument("--expire-batches", type=int, default=0)
-    parser.add_argument("--max-in-flight", type=int, default=0,
-                        help="answer 429 to a request above this many in flight (0: no cap)")
-    args = parser.parse_args(argv)
-    config = ServerConfig(
-        latency=args.latency,
-        retry_after=args.retry_after,
-        hang_seconds=args.hang_seconds,
-        refuse_json_schema=args.refuse_json_schema,
-        batch_polls=args.batch_polls,
-        expire_batches=args.expire_batches,
-        max_in_flight=args.max_in_flight,
-        seed=args.seed,
-        **{f"p_{fault}": getattr(args, f"p_{fault}") for fault in FAULTS},
-    )
-    server = FakeOpenAIServer(config, port=args.port)
-    print(f"PORT {server.port}", flush=True)
-    try:
-        server._httpd.serve_forever()
-    except KeyboardInterrupt:
-        pass
-    finally:
-        server._httpd.server_close()
-
-
-if __name__ == "__main__":
-    main()
