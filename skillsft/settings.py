@@ -232,6 +232,7 @@ def stage_params(args: argparse.Namespace) -> dict[str, object]:
 
 
 def build_root_task(args: argparse.Namespace, environ: Mapping[str, str]) -> luigi.Task:
+    import skillsft.tasks.shards  # noqa: F401 - registers the shard tasks that stages merge
     from skillsft.tasks import stages
 
     command = args.command

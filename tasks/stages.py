@@ -28,6 +28,7 @@ from skillsft.tasks.params import (
     SelectionParams,
     TeacherParams,
 )
+from skillsft.tasks.shard_merge import merge_shards, shard_tasks
 from skillsft.tasks.teacher import build_teacher
 
 
@@ -69,8 +70,6 @@ class ShardedStage:
     instead of calling the teacher itself. Its fingerprint stays the unsharded one."""
 
     def requires(self) -> Any:
-        from skillsft.tasks.shards import shard_tasks  # the shard tasks subclass the stages
-
         return shard_tasks(self) or super().requires()  # type: ignore[misc]
 
     def upstream_tasks(self) -> list[StageTask]:
@@ -128,9 +127,7 @@ class GenerateMemories(ShardedStage, FromInputs, SelectionParams, TeacherParams,
         from skillsft.pipeline.stages.memories import MemoryOptions, generate_memories
 
         if self.sharded():
-            from skillsft.tasks.shards import merge_memories
-
-            return merge_memories(self)
+            return merge_shards(self, "memories_rejects.jsonl")
         source = self.input_files()[0]
         loaded = load_records(source, TRAJECTORIES, self.stage)
         teacher = build_teacher(self, "memory", self.memory_model)
@@ -236,9 +233,7 @@ class Distill(ShardedStage, FromInputs, SelectionParams, TeacherParams, MemoryPa
         from skillsft.pipeline.stages.distill import DistillOptions, distill
 
         if self.sharded():
-            from skillsft.tasks.shards import merge_distill
-
-            return merge_distill(self)
+            return merge_shards(self, "distill_rejects.jsonl")
         spec = get_env(self.env)
         *inputs, bank_path = self.input_files()
         loaded = load_records(inputs[0], TRAJECTORIES, self.stage)
