@@ -84,6 +84,9 @@ def add_teacher_flags(parser: argparse.ArgumentParser, *, per_stage_models: bool
                        "with the stage waiting")
     group.add_argument("--batch-poll", type=positive_float, default=30.0, metavar="SECONDS",
                        help="seconds between polls while waiting (default 30)")
+    group.add_argument("--shards", type=positive_int, default=None, metavar="N",
+                       help="cut memories and distillation into N shard tasks that Luigi "
+                       "workers share (default: one per 500 trajectories, at most 16)")
     group.add_argument("--max-cost", type=non_negative_float, default=None, metavar="USD",
                        help="stop before a stage whose estimate would pass this budget, and "
                        "stop a running stage when the spend reaches it (answers are kept)")
@@ -226,7 +229,7 @@ def build_graph(root: luigi.Task, args: argparse.Namespace,
                   "teacher requests last time; retrying them (answered ones come from the journal)")
     os.environ[FORCED_STAGES_VARIABLE] = ",".join(args.force)
     dirty = downstream_of(graph, forced | retried)
-    pending = [t for t in graph if t.task_id in dirty or not t.complete()]
+    pending = pending_tasks(root, graph, dirty)
     if not args.dry_run:
         for line in [*check_publishing(pending), *check_teacher(pending)]:
             print(f"skillsft: pre-flight: {line}")
@@ -241,7 +244,10 @@ def build_graph(root: luigi.Task, args: argparse.Namespace,
 
         return estimate_command(plan, args)
     work_dir = Path(root.work_dir)
-    with work_dir_lock(work_dir):
+    # Processes joined by one central scheduler share the work dir (luigid gives each task to
+    # one worker); a run with Luigi's in-process scheduler has it to itself.
+    shared = not luigi_build_options(args).get("local_scheduler", False)
+    with work_dir_lock(work_dir, shared=shared):
         log_path = open_log(work_dir, args.command, verbose=args.verbose)
         try:
             for task in stage_tasks:
@@ -253,7 +259,10 @@ def build_graph(root: luigi.Task, args: argparse.Namespace,
             close_log()
         print_summary(graph)
     unfinished = [t for t in graph if not t.complete()]
-    if result.status in _OK and not unfinished:
+    # Under a central scheduler, tasks that another process ran are "not run" here; every
+    # task of the graph being complete is what counts.
+    ok = _OK | ({LuigiStatusCode.NOT_RUN} if shared else set())
+    if result.status in ok and not unfinished:
         if not pending:
             print(f"skillsft: everything was up to date; nothing was recomputed ({work_dir})")
         return 0
@@ -280,6 +289,24 @@ def explain_failure(unfinished: Sequence[luigi.Task], log_path: Path) -> int:
     return 2 if any(f.configuration for f in failures) else 1
 
 
+def pending_tasks(root: luigi.Task, graph: Sequence[luigi.Task],
+                  dirty: set[str]) -> list[luigi.Task]:
+    """The tasks Luigi will run: not complete (or made dirty), and reached from the root
+    through such tasks only. The inputs of a complete task are never run for it: shards of
+    another --shards count than the finished stage's are not pending."""
+    reached: set[str] = set()
+
+    def visit(task: luigi.Task) -> None:
+        if task.task_id in reached or (task.task_id not in dirty and task.complete()):
+            return
+        reached.add(task.task_id)
+        for dep in luigi.task.flatten(task.requires()):
+            visit(dep)
+
+    visit(root)
+    return [t for t in graph if t.task_id in reached]
+
+
 def downstream_of(graph: Sequence[luigi.Task], seeds: set[str]) -> set[str]:
     """The seed tasks and every task that depends on one of them, directly or not."""
     dirty: set[str] = set()
@@ -291,14 +318,16 @@ def downstream_of(graph: Sequence[luigi.Task], seeds: set[str]) -> set[str]:
 
 
 @contextlib.contextmanager
-def work_dir_lock(work_dir: Path) -> Iterator[None]:
+def work_dir_lock(work_dir: Path, *, shared: bool = False) -> Iterator[None]:
     """One run per work dir at a time: two would overwrite each other's outputs and manifests.
-    (Several Luigi workers of one run are fine: they share this run's lock.)"""
+    (Several Luigi workers of one run are fine: they share this run's lock.) `shared`: runs
+    that go through one central scheduler, which never gives a task to two workers, may share
+    the work dir with each other, never with a run on an in-process scheduler."""
     lock_path = WorkDir(work_dir).lock
     lock_path.parent.mkdir(parents=True, exist_ok=True)
     with open(lock_path, "a") as handle:
         try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(handle, (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | fcntl.LOCK_NB)
         except BlockingIOError:
             raise settings.UsageError(
                 f"another skillsft run is using {work_dir}; wait for it to finish or use "

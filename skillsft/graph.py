@@ -15,13 +15,22 @@ from typing import Any
 import luigi
 
 from skillsft.options_cli import options_from_args
-from skillsft.settings import UsageError, check_rollouts, resolve_rollout_dir, resolve_teacher
+from skillsft.settings import (
+    UsageError,
+    check_rollouts,
+    estimated_trajectories,
+    resolve_rollout_dir,
+    resolve_teacher,
+    shard_count,
+    trajectory_files,
+)
 from skillsft.tasks.base import InputFile, StageTask
 from skillsft.tasks.options_param import OptionsParameter
 from skillsft.tasks.preferences import PreferencePairs, SkillDocument
 from skillsft.tasks.publish import PublishCorpus
 from skillsft.tasks.report import BuildReport
 from skillsft.tasks.run import RunEnv
+from skillsft.tasks.shards import sharded
 from skillsft.tasks.stages import (
     SINGLE_STAGE_TASKS,
     AggregateSkillBank,
@@ -75,6 +84,7 @@ class RunPlan:
     options: dict[str, Any] = field(default_factory=dict)
     skill_bank: str = ""
     preferences: bool = False
+    shards: int = 1  # memories and distillation each cut into this many shard tasks
 
     def for_estimate(self) -> "RunPlan":
         """The same graph in a scratch work dir, pricing instead of paying, never publishing."""
@@ -96,11 +106,12 @@ def run_graph(plan: RunPlan) -> RunEnv:
     if plan.skill_bank:
         bank = InputFile(path=plan.skill_bank, role="skill_bank")
     else:
-        memories = GenerateMemories(**common, inputs=(parse,), teacher=plan.teacher,
-                                    memories=o["memories"])
+        memories = sharded(GenerateMemories, plan.shards, (parse,), **common,
+                           teacher=plan.teacher, memories=o["memories"])
         bank = AggregateSkillBank(**common, inputs=(memories,), teacher=plan.teacher,
                                   aggregate=o["aggregate"])
-    distill = Distill(**common, inputs=(parse, bank), teacher=plan.teacher, distill=o["distill"])
+    distill = sharded(Distill, plan.shards, (parse, bank), **common, teacher=plan.teacher,
+                      distill=o["distill"])
     flatten = Flatten(**common, inputs=(distill,), flatten=o["flatten"])
     pairs = [PreferencePairs(**common, inputs=(bank,), rollout_dir=str(plan.rollout_dir),
                              teacher=plan.teacher, distill=o["distill"])
@@ -127,6 +138,7 @@ def run_plan(args: argparse.Namespace, environ: Mapping[str, str]) -> RunPlan:
         options=options_of("run", args),
         skill_bank=args.skill_bank or "",
         preferences=args.preferences,
+        shards=shard_count(args, trajectory_files(rollout_dir)),
     )
 
 
@@ -159,6 +171,9 @@ def stage_graph(args: argparse.Namespace, environ: Mapping[str, str]) -> StageTa
     task_cls = SINGLE_STAGE_TASKS[command]
     if command != "flatten":
         common["teacher"] = resolve_teacher(args, environ)
+    if task_cls in (GenerateMemories, Distill):
+        shards = shard_count(args, estimated_trajectories(Path(inputs[0])))
+        return sharded(task_cls, shards, tuple(files), **common)
     return task_cls(**common, inputs=tuple(files))
 
 

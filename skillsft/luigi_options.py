@@ -25,6 +25,7 @@ def luigi_build_options(args: argparse.Namespace) -> dict[str, Any]:
         options["scheduler_url"] = args.scheduler_url
     elif not _has_any(config, "core", _SCHEDULER_OPTIONS):
         options["local_scheduler"] = True
+    set_keep_alive(config, central=not options.get("local_scheduler"))
     if not config_sets_up_logging(config):
         # Luigi's own console handler would print every worker traceback; skillsft prints
         # one line per failure and keeps the rest in its log file. Luigi reads this switch
@@ -33,6 +34,24 @@ def luigi_build_options(args: argparse.Namespace) -> dict[str, Any]:
             config.add_section("core")
         config.set("core", "no_configure_logging", "true")
     return options
+
+
+_KEEP_ALIVE_SET_HERE = [False]  # whether the keep_alive in the config is ours, not the user's
+
+
+def set_keep_alive(config: Any, *, central: bool) -> None:
+    """With a central scheduler other processes may be running the tasks this one waits for
+    (shards of a stage): keep waiting for them instead of giving up when idle. Only then: with
+    the in-process scheduler, a worker kept alive would wait for its own failed tasks, so a
+    later build of this process takes back what an earlier one set."""
+    if central and not _has_any(config, "worker", ("keep_alive",)):
+        if not config.has_section("worker"):
+            config.add_section("worker")
+        config.set("worker", "keep_alive", "true")
+        _KEEP_ALIVE_SET_HERE[0] = True
+    elif not central and _KEEP_ALIVE_SET_HERE[0]:
+        config.remove_option("worker", "keep_alive")
+        _KEEP_ALIVE_SET_HERE[0] = False
 
 
 def config_sets_up_logging(config: Any) -> bool:

@@ -177,7 +177,8 @@ class StageTask(luigi.Task):
 
     def external_signatures(self) -> dict[str, str]:
         """Content signatures of inputs from outside the graph (files, folders)."""
-        files = [dep for dep in luigi.task.flatten(self.requires()) if isinstance(dep, InputFile)]
+        files = [dep for dep in luigi.task.flatten(list(self.inputs))
+                 if isinstance(dep, InputFile)]
         return {dep.role or f"{Path(dep.path).name}#{i}": hash_file(Path(dep.path))
                 for i, dep in enumerate(files)}
 

@@ -25,7 +25,8 @@ from skillsft.pipeline.stages.memories import MemoryOptions
 from skillsft.pipeline.stages.outcome import FailureRule
 from skillsft.schemas import Reject
 from skillsft.tasks.base import StageOutput, StageTask, rejects_lines, signature_of_tree
-from skillsft.tasks.options_param import OptionsParameter
+from skillsft.tasks.options_param import OptionsParameter, TaskListParameter
+from skillsft.tasks.shard_merge import merge_shards
 from skillsft.tasks.teacher import TeacherParameter, build_teacher, scorer_for
 
 
@@ -49,7 +50,22 @@ class ParseRollouts(StageTask):
                               rejects_name=workdir.REJECTS["parse"])
 
 
-class GenerateMemories(StageTask):
+class ShardedStage(StageTask):
+    """A teacher stage that, given shard tasks (`--shards N` > 1, tasks/shards.py), merges
+    their files instead of calling the teacher itself. Its fingerprint stays the unsharded one
+    (its upstream is still `inputs`), so changing N never re-runs a finished stage."""
+
+    shard_tasks = TaskListParameter(default=(), significant=False)
+
+    def requires(self) -> Any:
+        return list(self.shard_tasks) or list(self.inputs)
+
+    def upstream_tasks(self) -> list[StageTask]:
+        return [dep for dep in luigi.task.flatten(list(self.inputs))
+                if isinstance(dep, StageTask)]
+
+
+class GenerateMemories(ShardedStage):
     stage = "memories"
     output_name = workdir.MEMORIES
     teacher = TeacherParameter()
@@ -64,6 +80,8 @@ class GenerateMemories(StageTask):
     def compute(self) -> StageOutput:
         from skillsft.pipeline.stages.memories import generate_memories
 
+        if self.shard_tasks:
+            return merge_shards(self, workdir.REJECTS["memories"])
         source = self.input_files()[0]
         loaded = load_records(source, TRAJECTORIES, self.stage)
         teacher = build_teacher(self.teacher, self.stage, Path(self.work_dir))
@@ -115,7 +133,7 @@ class AggregateSkillBank(StageTask):
                               input_name=inputs, rejects_name=rejects_name)
 
 
-class Distill(StageTask):
+class Distill(ShardedStage):
     """Inputs: the processed trajectories, then the skill bank."""
 
     stage = "distill"
@@ -133,6 +151,8 @@ class Distill(StageTask):
         from skillsft.pipeline.formats.skill_bank_io import load_skill_bank
         from skillsft.pipeline.stages.distill import distill
 
+        if self.shard_tasks:
+            return merge_shards(self, workdir.REJECTS["distill"])
         spec = get_env(self.env)
         *inputs, bank_path = self.input_files()
         loaded = load_records(inputs[0], TRAJECTORIES, self.stage)

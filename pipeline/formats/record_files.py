@@ -46,6 +46,9 @@ class LoadedRecords(Generic[T]):
     records: list[T]
     rejects: list[Reject] = field(default_factory=list)
     counts: dict[str, int] = field(default_factory=dict)
+    # Where each record and each reject stood in its file (a shard's merge orders by them).
+    positions: list[int] = field(default_factory=list)
+    reject_positions: list[int] = field(default_factory=list)
 
 
 def as_trajectory_record(raw: Any) -> TrajectoryRecord:
@@ -110,11 +113,6 @@ def load_records(
     loaded: LoadedRecords[T] = LoadedRecords([])
     counts: Counter[str] = Counter()
     seen: set[str] = set()
-
-    def reject(path: str | Path, reason: str, detail: str) -> None:
-        loaded.rejects.append(Reject(stage=stage, file=str(path), reason=reason, detail=detail))
-        counts[f"rejected_{reason}"] += 1
-
     for path in paths:
         data = jsonio.load(path)
         check_kind(path, data, kind.name)
@@ -123,24 +121,53 @@ def load_records(
                 f"{path}: expected a JSON list of {kind.name} (docs/formats.md, "
                 f"'{kind.section}'), got {type(data).__name__}"
             )
-        for position, raw in enumerate(data):
-            counts["records_read"] += 1
-            where = f"record {position} ({kind.label(raw)})"
-            try:
-                record = kind.validate(raw)
-            except ValidationError as exc:
-                reject(path, kind.reason, f"{where}: {first_error(exc)}; {kind.fix_record}")
-                continue
-            refused = accept(record) if accept else None
-            if refused is not None:
-                reject(path, refused[0], f"{where}: {refused[1]}")
-                continue
-            if kind.identity is not None:
-                key = kind.identity(record)
-                if key in seen:
-                    counts[f"duplicate_{kind.identity_name}"] += 1
-                    continue
-                seen.add(key)
-            loaded.records.append(record)
+        _validate(data, str(path), kind, stage, accept, loaded, counts, seen)
     loaded.counts = dict(sorted(counts.items()))
     return loaded
+
+
+def validate_records(
+    data: Sequence[Any], source: str, kind: RecordKind[T], stage: str,
+    positions: Sequence[int],
+) -> LoadedRecords[T]:
+    """`load_records` for records already read: one shard of the file `source`, each at its
+    position in that file (so rejects name the same record an unsharded load would)."""
+    loaded: LoadedRecords[T] = LoadedRecords([])
+    counts: Counter[str] = Counter()
+    _validate(data, source, kind, stage, None, loaded, counts, set(), positions)
+    loaded.counts = dict(sorted(counts.items()))
+    return loaded
+
+
+def _validate(
+    data: Sequence[Any], path: str, kind: RecordKind[T], stage: str, accept: Accept | None,
+    loaded: LoadedRecords[T], counts: Counter[str], seen: set[str],
+    positions: Sequence[int] | None = None,
+) -> None:
+    def reject(path: str | Path, reason: str, detail: str, position: int) -> None:
+        loaded.rejects.append(Reject(stage=stage, file=str(path), reason=reason, detail=detail))
+        loaded.reject_positions.append(position)
+        counts[f"rejected_{reason}"] += 1
+
+    for offset, raw in enumerate(data):
+        position = positions[offset] if positions is not None else offset
+        counts["records_read"] += 1
+        where = f"record {position} ({kind.label(raw)})"
+        try:
+            record = kind.validate(raw)
+        except ValidationError as exc:
+            reject(path, kind.reason, f"{where}: {first_error(exc)}; {kind.fix_record}",
+                   position)
+            continue
+        refused = accept(record) if accept else None
+        if refused is not None:
+            reject(path, refused[0], f"{where}: {refused[1]}", position)
+            continue
+        if kind.identity is not None:
+            key = kind.identity(record)
+            if key in seen:
+                counts[f"duplicate_{kind.identity_name}"] += 1
+                continue
+            seen.add(key)
+        loaded.records.append(record)
+        loaded.positions.append(position)

@@ -155,6 +155,7 @@ class Planned:
     block: str
     drafts: list[TurnDraft]
     request_ids: tuple[str, ...]
+    position: int = 0  # of the record in the whole input
 
 
 def offline_context(
@@ -260,10 +261,15 @@ def distill(
     teacher: Teacher,
     bank: SkillBank,
     scorer: Scorer | None = None,
+    positions: Sequence[int] | None = None,
 ) -> StageResult[Conversation]:
     """Turn processed trajectories into conversations, one per kept trajectory, in input order.
 
-    `scorer` ranks skills for `--skills retrieve` (default: the lexical scorer)."""
+    `scorer` ranks skills for `--skills retrieve` (default: the lexical scorer). `positions`:
+    where each record stands in the whole input, when `records` is one shard of it; the
+    result's extras then say, for pipeline/shards.py, the input position of each conversation
+    (`positions`), the (phase, position) of each reject (`reject_order`) and the counters
+    counted once per skill block (`block_counts`)."""
     options = options or DistillOptions()
     layout = spec.turn_layout()
     counts: Counter[str] = Counter()
@@ -276,12 +282,16 @@ def distill(
         scorer.prepare([r.task for r in records] + [skill_text(s) for s in task_specific(bank)])
     planned: list[Planned] = []
     requests: list[TeacherRequest[DistillAnswer]] = []
+    reject_order: list[tuple[int, int]] = []
+    block_counts: dict[str, dict[str, int]] = {}
 
-    def reject(reason: str, trajectory_id: str, detail: str) -> None:
+    def reject(reason: str, trajectory_id: str, detail: str, phase: int, position: int) -> None:
         failures.append(Reject(stage=KIND, file=options.input_name, reason=reason,
                                trajectory=trajectory_id, detail=f"{trajectory_id}: {detail}"))
+        reject_order.append((phase, position))
 
-    for record in records:
+    for offset, record in enumerate(records):
+        position = positions[offset] if positions is not None else offset
         category = spec.classify_task(record.task, getattr(record, "data_source", None))
         key = f"{category}\n{record.task}" if retrieving else category
         if key not in blocks:
@@ -289,10 +299,12 @@ def distill(
                                               scorer, options.block)
             shown[key] = [s.title for s in chosen]
             if retrieving:
-                counts["records_without_retrieved_skills"] += not chosen
-                counts["retrieved_skills"] += len(chosen)
-            elif not chosen:
-                counts["categories_without_skills"] += 1
+                once = {"records_without_retrieved_skills": int(not chosen),
+                        "retrieved_skills": len(chosen)}
+            else:
+                once = {"categories_without_skills": 1} if not chosen else {}
+            block_counts[key] = once
+            counts.update(once)
         for number, steps in enumerate(record.trajectories):
             trajectory_id = f"{record.env_id}/{number}"
             counts["trajectories_in"] += 1
@@ -307,12 +319,13 @@ def distill(
             except LayoutError as exc:
                 counts["trajectories_failed"] += 1
                 counts["failed_layout"] += 1
-                reject("layout", trajectory_id, str(exc))
+                reject("layout", trajectory_id, str(exc), 1, position)
                 continue
             if not drafts:
                 counts["trajectories_failed"] += 1
                 counts["failed_no_turns"] += 1
-                reject("no_turns", trajectory_id, "the trajectory has no action to learn from")
+                reject("no_turns", trajectory_id, "the trajectory has no action to learn from",
+                       1, position)
                 continue
             batch = plan_requests(
                 trajectory_id, record.task, blocks[key], drafts, options,
@@ -329,6 +342,7 @@ def distill(
                     blocks[key],
                     drafts,
                     tuple(r.request_id for r in batch),
+                    position,
                 )
             )
 
@@ -336,14 +350,16 @@ def distill(
     by_id: dict[str, TeacherResult[Any]] = {r.request_id: r for r in results}
     source = source_of(teacher, stats)
     conversations = []
+    conversation_positions = []
     for item in planned:
         thoughts, error = collect_thoughts(item, by_id)
         if thoughts is None:
             counts["trajectories_failed"] += 1
             counts["failed_teacher"] += 1
-            reject("teacher", item.trajectory_id, str(error))
+            reject("teacher", item.trajectory_id, str(error), 2, item.position)
             continue
         conversations.append(build_conversation(spec, item, thoughts, source))
+        conversation_positions.append(item.position)
         counts["conversations"] += 1
         counts["turns"] += len(item.drafts)
     return StageResult(
@@ -351,6 +367,8 @@ def distill(
         stage_counts(counts, inputs=counts["trajectories_attempted"],
                      outputs=len(conversations), rejected=counts["trajectories_failed"]),
         unit="trajectories", teacher=[stats] if stats else [],
+        extras={"positions": conversation_positions, "reject_order": reject_order,
+                "block_counts": block_counts},
     )
 
 

@@ -314,54 +314,70 @@ def generate_memories(
     spec: EnvSpec,
     options: MemoryOptions | None,
     teacher: Teacher,
+    positions: Sequence[int] | None = None,
 ) -> StageResult[Memory]:
-    """Memories for the selected trajectories of stage-1 records, in input order."""
+    """Memories for the selected trajectories of stage-1 records, in input order.
+
+    `positions`: where each record stands in the whole input, when `records` is one shard of
+    it; the result's extras then say, for pipeline/shards.py, the input position of each
+    memory (`positions`) and the (phase, position) of each reject (`reject_order`: rejects
+    met before the teacher come first, then the teacher's)."""
     options = options or MemoryOptions()
     rejects: list[Reject] = []
     counts: Counter[str] = Counter()
     contexts: list[MemoryContext] = []
+    context_positions: list[int] = []
     seen_ids: set[str] = set()
+    reject_order: list[tuple[int, int]] = []
 
-    def reject(env_id: str, index: int, reason: str, detail: str = "") -> None:
+    def reject(env_id: str, index: int, reason: str, detail: str = "", *, position: int,
+               phase: int = 1) -> None:
         rejects.append(Reject(
             stage=STAGE, file=options.input_name, reason=reason,
             trajectory=env_id if index < 0 else f"{env_id}/{index}",
             detail=f"env {env_id}, trajectory {index}: {detail}"))
         counts[f"failed_{reason}"] += 1
+        reject_order.append((phase, position))
 
-    for raw in records:
+    for offset, raw in enumerate(records):
+        position = positions[offset] if positions is not None else offset
         counts["records"] += 1
         record = as_trajectory_record(raw)
         chosen = range(len(record.trajectories)) if options.all_trajectories else range(
             min(1, len(record.trajectories)))
         if not record.trajectories:
-            reject(record.env_id, -1, "no_trajectories")
+            reject(record.env_id, -1, "no_trajectories", position=position)
         for index in chosen:
             try:
                 ctx = build_context(record, index, spec)
             except ValueError as exc:
-                reject(record.env_id, index, "unusable_trajectory", str(exc))
+                reject(record.env_id, index, "unusable_trajectory", str(exc), position=position)
                 continue
             if ctx.memory_id in seen_ids:
                 counts["skipped_duplicate_trajectory"] += 1
                 continue
             seen_ids.add(ctx.memory_id)
             contexts.append(ctx)
+            context_positions.append(position)
     failed_before_teacher = len(rejects)
 
     requests = [build_memory_request(ctx, options) for ctx in contexts]
     results, stats = teacher.run_batch(requests, stage=STAGE)
     memories: list[Memory] = []
-    for ctx, result in zip(contexts, results, strict=True):
+    memory_positions: list[int] = []
+    for ctx, position, result in zip(contexts, context_positions, results, strict=True):
         if result.answer is None:
-            reject(ctx.env_id, ctx.trajectory_index, "teacher_error", result.error or "")
+            reject(ctx.env_id, ctx.trajectory_index, "teacher_error", result.error or "",
+                   position=position, phase=2)
             continue
         try:
             memory = memory_from_answer(ctx, result.answer, teacher.name)
         except ValueError as exc:
-            reject(ctx.env_id, ctx.trajectory_index, "incomplete_answer", str(exc))
+            reject(ctx.env_id, ctx.trajectory_index, "incomplete_answer", str(exc),
+                   position=position, phase=2)
             continue
         memories.append(memory)
+        memory_positions.append(position)
         counts[f"memories_{ctx.outcome.lower()}"] += 1
 
     counts["requests"] = len(requests)
@@ -372,4 +388,5 @@ def generate_memories(
         memories, rejects,
         stage_counts(counts, inputs=attempts, outputs=len(memories), rejected=len(rejects)),
         unit="trajectories", teacher=[stats],
+        extras={"positions": memory_positions, "reject_order": reject_order},
     )

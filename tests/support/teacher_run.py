@@ -24,6 +24,7 @@ def main() -> None:
     parser.add_argument("--count", type=int, default=100)
     parser.add_argument("--concurrency", type=int, default=4)
     parser.add_argument("--batch", action="store_true", help="through the Batch API, waiting")
+    parser.add_argument("--prompt-version", default="v1", help="another version: other keys")
     args = parser.parse_args()
     settings = TeacherSettings.resolve(
         {},
@@ -41,7 +42,8 @@ def main() -> None:
         if args.batch
         else OpenAITeacher(settings, args.work_dir, "toy")
     )
-    results, stats = teacher.run_batch(toy_requests(args.count), stage="toy")
+    results, stats = teacher.run_batch(toy_requests(args.count, args.prompt_version),
+                                      stage="toy")
     print(
         json.dumps(
             {

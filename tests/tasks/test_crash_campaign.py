@@ -9,6 +9,11 @@ in its stage (the first stage without a manifest at that moment), that the re-ru
 a corpus byte-identical to the reference, that the server saw exactly the reference's requests,
 and that no request was paid twice beyond the `concurrency` that can be in flight (sent, not yet
 journaled) at the kill.
+
+A second seeded set kills `--shards 3` runs: twice among each sharded stage's journal appends
+(inside its shard tasks) and once during each merge (timed from the merge task's start, a
+fraction of how long the merge took in a sharded reference run); the re-run's corpus must still
+be the unsharded reference's.
 """
 
 import contextlib
@@ -63,9 +68,10 @@ JOURNAL_OF = {
 class KillPoint:
     stage: str
     fraction: float  # of the stage's journal size, or of its duration in the reference run
+    merge: bool = False  # sharded runs: during the merge of the stage's shards
 
     def __str__(self) -> str:
-        return f"{self.stage}@{self.fraction:.2f}"
+        return f"{self.stage}{'-merge' if self.merge else ''}@{self.fraction:.2f}"
 
 
 def kill_points(seed: int = SEED) -> list[KillPoint]:
@@ -74,6 +80,18 @@ def kill_points(seed: int = SEED) -> list[KillPoint]:
               for _ in range(2)]
     rng.shuffle(points)
     return points
+
+
+SHARDS = 3
+SHARDED_STAGES = ("memories", "distill")
+
+
+def sharded_kill_points(seed: int = SEED) -> list[KillPoint]:
+    """Kills in a `--shards 3` run: two among each sharded stage's journal appends (inside
+    shard tasks) and one during each merge."""
+    rng = random.Random(seed + 5)
+    return [KillPoint(stage, round(rng.uniform(0.1, 0.7), 2), merge) for stage in SHARDED_STAGES
+            for merge in (False, False, True)]
 
 
 def manifest_done(work: Path, stage: str) -> bool:
@@ -91,6 +109,7 @@ class Reference:
     prompts: set[str]
     duration: dict[str, float]  # seconds from Luigi's "running" to its "done", per stage
     journal_size: dict[str, int]
+    merge_duration: dict[str, float]  # of the sharded stages' merges, in a sharded run
 
 
 def luigi_log(work: Path) -> str:
@@ -117,14 +136,19 @@ def start_server() -> FakeOpenAIServer:
 def reference(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Reference]:
     server = start_server()
     work = tmp_path_factory.mktemp("crash_reference")
+    sharded = tmp_path_factory.mktemp("crash_reference_sharded")
     try:
         finish(skillsft(ENV, work, server.base_url, "--concurrency", str(CONCURRENCY)))
+        finish(skillsft(ENV, sharded, server.base_url, "--concurrency", str(CONCURRENCY),
+                        "--shards", str(SHARDS)))
+        assert corpus(sharded, ENV) == corpus(work, ENV)
         yield Reference(
             corpus=corpus(work, ENV),
             prompts=set(server.stats.paid_by_prompt),
             duration=task_durations(work),
             journal_size={s: (work / "journal" / name).stat().st_size
                           for s, name in JOURNAL_OF.items()},
+            merge_duration={s: task_durations(sharded)[s] for s in SHARDED_STAGES},
         )
     finally:
         server.stop()
@@ -142,6 +166,10 @@ def reach(process, work: Path, point: KillPoint, reference: Reference) -> None:
     """Block until the run is at the kill point."""
     wait_for(process, lambda: task_started(work, point.stage), f"{point.stage} to start")
     started = time.monotonic()
+    if point.merge:
+        delay = point.fraction * reference.merge_duration[point.stage]
+        wait_for(process, lambda: time.monotonic() - started >= delay, f"{point}")
+        return
     if point.stage in JOURNAL_OF:
         journal = work / "journal" / JOURNAL_OF[point.stage]
         threshold = max(1, int(point.fraction * reference.journal_size[point.stage]))
@@ -153,7 +181,7 @@ def reach(process, work: Path, point: KillPoint, reference: Reference) -> None:
 
 
 def kill_in_stage(tmp_path: Path, point: KillPoint, reference: Reference,
-                  tries: int = 3) -> tuple[FakeOpenAIServer, Path]:
+                  tries: int = 3, extra: tuple[str, ...] = ()) -> tuple[FakeOpenAIServer, Path]:
     """Start a run and kill -9 it at the point; returns its server and work dir.
 
     A fast stage can finish before a kill timed from the reference run arrives (the machine
@@ -163,8 +191,8 @@ def kill_in_stage(tmp_path: Path, point: KillPoint, reference: Reference,
     for attempt in range(tries):
         server = start_server()
         work = tmp_path / f"w{attempt}"
-        process = skillsft(ENV, work, server.base_url, "--concurrency", str(CONCURRENCY))
-        aimed = KillPoint(point.stage, point.fraction / 2**attempt)
+        process = skillsft(ENV, work, server.base_url, "--concurrency", str(CONCURRENCY), *extra)
+        aimed = KillPoint(point.stage, point.fraction / 2**attempt, point.merge)
         with contextlib.suppress(AssertionError):  # the run ended first: a miss, seen below
             reach(process, work, aimed, reference)
         with contextlib.suppress(ProcessLookupError):
@@ -194,6 +222,25 @@ def test_kill_9_then_rerun_gives_the_same_corpus(
     paid_again = sum(count - 1 for count in paid.values())
     assert paid_again <= CONCURRENCY, f"{paid_again} answers paid twice, {CONCURRENCY} in flight"
     assert_no_key_under(work)
+
+
+@pytest.mark.parametrize("point", sharded_kill_points(), ids=str)
+def test_kill_9_in_a_sharded_run_then_rerun_gives_the_same_corpus(
+        tmp_path: Path, reference: Reference, point: KillPoint) -> None:
+    """Kills inside shard tasks and inside the merges; the re-run (sharded too) ends with the
+    unsharded reference's corpus and pays for nothing twice beyond what was in flight."""
+    sharded = ("--shards", str(SHARDS))
+    server, work = kill_in_stage(tmp_path, point, reference, extra=sharded)
+    try:
+        if point.merge:  # the kill came after every shard was done
+            assert len(list((work / "shards" / point.stage).glob("part-*.json"))) == SHARDS
+        finish(skillsft(ENV, work, server.base_url, "--concurrency", str(CONCURRENCY), *sharded))
+        paid = server.stats.paid_by_prompt
+    finally:
+        server.stop()
+    assert corpus(work, ENV) == reference.corpus
+    assert set(paid) == reference.prompts
+    assert sum(count - 1 for count in paid.values()) <= CONCURRENCY
 
 
 def test_the_kill_points_are_seeded_and_reach_every_stage() -> None:

@@ -68,6 +68,7 @@ from skillsft.pipeline.teacher.openai.structured import (
 from skillsft.pipeline.teacher.pricing import PriceTable
 from skillsft.pipeline.teacher.progress import BatchTracker
 from skillsft.pipeline.teacher.settings import TeacherSettings
+from skillsft.pipeline.teacher.slots import machine_slots
 
 log = logging.getLogger("skillsft.teacher")
 
@@ -194,6 +195,7 @@ class OpenAITeacher:
         self.shown_endpoint = redact_url(self.endpoint)
         self.journal = Journal(Path(journal_dir) / f"teacher_{stage}.jsonl")
         self.modes = ModeStore(Path(journal_dir) / "response_modes.json")
+        self.slots = machine_slots(Path(journal_dir), settings.concurrency_ceiling())
         self.prices = prices or PriceTable.with_overrides(
             settings.price_file, settings.price_overrides
         )
@@ -642,7 +644,9 @@ class _BatchRun:
                 estimate = sum(len(m.get("content", "")) for m in messages) // 4
                 await self.tpm.take(estimate + self.settings.max_output_tokens)
             wait: float | None = None
-            async with self.limiter.slot():
+            # The process's own limit first, then one of the machine's slots (slots.py), so the
+            # limit holds across every worker process of this machine.
+            async with self.limiter.slot(), self.teacher.slots.slot():
                 current = await self.current_mode()
                 mode = RESPONSE_MODES[max(floor, RESPONSE_MODES.index(current))]
                 parameters = dict(self.teacher.parameters)

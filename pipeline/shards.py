@@ -1,0 +1,117 @@
+"""Sharding a teacher stage: which shard a record goes to, and merging the shards' results.
+
+A sharded stage (memories, distillation) runs as N independent shard tasks and one merge. For
+the merge to equal an unsharded run byte for byte, whatever N:
+
+- the partition is by a hash of the record's env id (sha256, not Python's salted `hash`), so it
+  is the same in every process and on every machine, and a record keeps its shard when others
+  are added or removed. Records with the same env id land in the same shard, so a stage's
+  de-duplication (memories skip a repeated trajectory) sees every candidate it would see
+  unsharded;
+- every output item and every reject carries the position of the record it came from in the
+  whole input, and a stage lists rejects in phases (invalid records first, then what failed
+  before the teacher, then what the teacher failed), each phase in input order. The merge
+  interleaves the shards by (position) for items and (phase, position) for rejects; within one
+  shard the order is already the unsharded order, and `heapq.merge` keeps it;
+- counters add up, except those a stage counts once per key (distillation's skill blocks: once
+  per category, not per record): a shard reports those per key and the merge counts each key
+  once.
+"""
+
+import hashlib
+import heapq
+import math
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+# --shards when not given: one shard per this many trajectories (rollout files), at most
+# MAX_AUTO_SHARDS. Large enough that a shard's fixed cost (a task, a manifest, a batch's tail)
+# stays small next to its requests, small enough that two or more workers share a stage.
+TRAJECTORIES_PER_SHARD = 500
+MAX_AUTO_SHARDS = 16
+
+
+def auto_shards(trajectories: int) -> int:
+    """The default shard count for a corpus of this many trajectories."""
+    return max(1, min(MAX_AUTO_SHARDS, math.ceil(trajectories / TRAJECTORIES_PER_SHARD)))
+
+
+def record_key(record: Any) -> str:
+    """What decides a record's shard: its env id (a record without one goes by its JSON text's
+    absence of one, i.e. to the shard of the empty key)."""
+    env_id = record.get("env_id") if isinstance(record, dict) else getattr(record, "env_id", "")
+    return str(env_id or "")
+
+
+def shard_of(key: str, shards: int) -> int:
+    digest = hashlib.sha256(key.encode()).digest()
+    return int.from_bytes(digest[:8], "big") % shards
+
+
+@dataclass
+class ShardInput:
+    """One shard's records and their positions in the whole input."""
+
+    positions: list[int] = field(default_factory=list)
+    records: list[Any] = field(default_factory=list)
+
+
+def partition(records: Sequence[Any], shards: int) -> list[ShardInput]:
+    """Split records into `shards` parts (some possibly empty), each in input order."""
+    if shards < 1:
+        raise ValueError(f"shards must be at least 1, got {shards}")
+    parts = [ShardInput() for _ in range(shards)]
+    for position, record in enumerate(records):
+        part = parts[shard_of(record_key(record), shards)]
+        part.positions.append(position)
+        part.records.append(record)
+    return parts
+
+
+@dataclass
+class ShardResult:
+    """What one shard made, in the form the merge needs (JSON-able: it is the shard's file).
+
+    items: (position, item) in the shard's output order; rejects: (phase, position, reject);
+    counts: additive counters; keyed_counts: counters counted once per key across the stage."""
+
+    items: list[tuple[int, Any]] = field(default_factory=list)
+    rejects: list[tuple[int, int, Any]] = field(default_factory=list)
+    counts: dict[str, int] = field(default_factory=dict)
+    keyed_counts: dict[str, dict[str, int]] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"items": self.items, "rejects": self.rejects, "counts": self.counts,
+                "keyed_counts": self.keyed_counts}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "ShardResult":
+        return cls(items=[(int(p), item) for p, item in data["items"]],
+                   rejects=[(int(ph), int(p), r) for ph, p, r in data["rejects"]],
+                   counts=dict(data["counts"]), keyed_counts=dict(data["keyed_counts"]))
+
+
+@dataclass
+class Merged:
+    items: list[Any]
+    rejects: list[Any]
+    counts: dict[str, int]
+
+
+def merge_results(parts: Iterable[ShardResult]) -> Merged:
+    """The shards' results as one unsharded run would have listed and counted them."""
+    parts = list(parts)
+    items = [item for _, item in heapq.merge(*(p.items for p in parts), key=lambda x: x[0])]
+    rejects = [reject for _, _, reject in
+               heapq.merge(*(p.rejects for p in parts), key=lambda x: (x[0], x[1]))]
+    counts: Counter[str] = Counter()
+    once: dict[str, dict[str, int]] = {}
+    for part in parts:
+        counts.update(part.counts)
+        for key, keyed in part.keyed_counts.items():
+            once.setdefault(key, keyed)
+    for keyed in once.values():
+        counts.update(keyed)
+    return Merged(items, rejects, dict(sorted(counts.items())))
