@@ -108,9 +108,9 @@ def run_process(rollouts: Path, work: Path, base_url: str, *extra: str) -> subpr
 
 
 def answering_once_both_workers_joined(scheduler: str):
-    """The test server's responder: no answer until luigid knows two workers, so that neither
-    process can do every shard before the other has started (a loaded machine starts them
-    seconds apart)."""
+    """The test server's responder: no answer until luigid shows both processes running a task,
+    so that neither can do every shard before the other has joined (a loaded machine starts
+    them seconds apart)."""
     joined = {"yes": False}
 
     def respond(body):
@@ -119,7 +119,12 @@ def answering_once_both_workers_joined(scheduler: str):
         deadline = time.monotonic() + 120
         while not joined["yes"] and time.monotonic() < deadline:
             with urllib.request.urlopen(scheduler + "/api/worker_list?data={}", timeout=5) as r:
-                joined["yes"] = len(json.loads(r.read())["response"]) >= 2
+                # both processes are running a task: an idle Luigi worker polls for work only
+                # every 1-6 s (wait_interval plus jitter), time enough for the first to do
+                # every shard if answers flowed; a worker that never gets one times out here
+                workers = json.loads(r.read())["response"]
+                joined["yes"] = (len({w["pid"] for w in workers}) >= 2
+                                 and all(w["num_running"] for w in workers))
             time.sleep(0.05)
         return stage_responder(body)
 
