@@ -19,13 +19,33 @@ def repo_root() -> Path:
     return REPO_ROOT
 
 
+def _shared(part: str, why: str) -> Path:
+    path = SHARED_DIR / part
+    if not path.exists():
+        pytest.skip(f"needs ../shared/{part}: {why}")
+    return SHARED_DIR
+
+
 @pytest.fixture
 def shared_dir() -> Path:
-    """../shared (read-only data); tests that need it skip, saying why, when it is absent."""
-    if not SHARED_DIR.is_dir():
-        pytest.skip("needs ../shared: SkillRL's released memories and skill banks (third-party "
-                    "data the project does not ship) or the CLI contract docs/cli.md follows")
-    return SHARED_DIR
+    """../shared (read-only data) for tests of SkillRL's released memories and skill banks;
+    they skip, saying so, when it is absent."""
+    return _shared("data/skillrl-memory", "SkillRL's released memories and skill banks "
+                   "(third-party data the project does not ship)")
+
+
+@pytest.fixture
+def shared_rollouts() -> Path:
+    """../shared's upstream rollout samples (larger than the bundled ones)."""
+    return _shared("data/rollouts", "the upstream rollout samples (third-party data the "
+                   "project does not ship)") / "data" / "rollouts"
+
+
+@pytest.fixture
+def cli_contract() -> Path:
+    """The command-line contract docs/cli.md follows."""
+    shared = _shared("docs/CLI.md", "the command-line contract docs/cli.md follows")
+    return shared / "docs" / "CLI.md"
 
 
 def render_episode(task: str, steps: Sequence[StepSpec], *, banner: bool = True) -> str:

@@ -75,11 +75,11 @@ def test_run_scripts_hand_over_to_skillsft_run(tmp_path: Path) -> None:
         assert "would run" in done.stdout
 
 
-def test_every_flag_of_the_cli_contract_exists(shared_dir: Path) -> None:
+def test_every_flag_of_the_cli_contract_exists(cli_contract: Path) -> None:
     """../shared/docs/CLI.md is the public interface: each flag it names must be accepted."""
     from skillsft.cli import build_parser
 
-    contract = (shared_dir / "docs" / "CLI.md").read_text()
+    contract = cli_contract.read_text()
     flags = set(re.findall(r"(?<![\w-])(--[a-z][a-z-]+)", contract))
     parser = build_parser()
     subparsers = next(a for a in parser._actions if a.dest == "command").choices

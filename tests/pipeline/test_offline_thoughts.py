@@ -60,8 +60,9 @@ def test_bundled_samples_every_turn_is_consistent_and_varied(env: str) -> None:
 
 
 @pytest.mark.parametrize("env", sorted(SHARED))
-def test_shared_samples_every_turn_is_consistent_and_varied(env: str, shared_dir: Path) -> None:
-    rollout_dir = shared_dir / "data" / "rollouts" / SHARED[env]
+def test_shared_samples_every_turn_is_consistent_and_varied(env: str, shared_rollouts: Path
+                                                            ) -> None:
+    rollout_dir = shared_rollouts / SHARED[env]
     if not rollout_dir.is_dir():
         pytest.skip(f"{rollout_dir} is not available")
     _assert_varied(_every_turn(env, rollout_dir))

@@ -39,10 +39,10 @@ def test_the_bundled_webshop_sample_is_real_and_gives_a_corpus(tmp_path: Path) -
 
 
 def test_run_webshop_script_on_a_one_episode_dump_gives_a_corpus(
-    tmp_path: Path, shared_dir: Path
+    tmp_path: Path, shared_rollouts: Path
 ) -> None:
     dump = tmp_path / "dump"
-    shutil.copytree(shared_dir / "data" / "rollouts" / "webshop-react-sample", dump)
+    shutil.copytree(shared_rollouts / "webshop-react-sample", dump)
     work = tmp_path / "w"
     env = {**os.environ, "SKILLSFT_TEACHER": "offline", "ROLLOUT_DIR": str(dump)}
     env.pop("OPENAI_API_KEY", None)
