@@ -7,7 +7,6 @@ they never run). A new cycle or an import against the layers fails here, naming 
 """
 
 import ast
-import functools
 from pathlib import Path
 
 import pytest
@@ -91,97 +90,15 @@ def test_the_environment_registry_does_not_import_stages_or_tasks() -> None:
 PACKAGES = ("pipeline", "tasks", "schemas", "skillsft")
 
 
-def module_name(path: Path) -> str:
-    relative = path.relative_to(REPO_ROOT).with_suffix("")
-    parts = list(relative.parts)
-    if parts[0] == "skillsft":  # the CLI modules live in skillsft/ itself
-        parts = parts[1:]
-    if parts and parts[-1] == "__init__":
-        parts = parts[:-1]
-    return ".".join(["skillsft", *parts])
-
-
-def our_modules() -> dict[str, Path]:
-    found = {}
-    for package in PACKAGES:
-        for path in (REPO_ROOT / package).rglob("*.py"):
-            if "examples" not in path.parts:
-                found[module_name(path)] = path
-    return found
-
-
-def type_checking_nodes(tree: ast.AST) -> set[int]:
-    """ids of the import nodes under `if TYPE_CHECKING:`."""
-    skipped: set[int] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
-            skipped.update(id(inner) for stmt in node.body for inner in ast.walk(stmt))
-    return skipped
-
-
-def imports_of(path: Path, modules: dict[str, Path]) -> set[str]:
-    tree = ast.parse(path.read_text(encoding="utf-8"))
-    skipped = type_checking_nodes(tree)
-    targets: set[str] = set()
-    for node in ast.walk(tree):
-        if id(node) in skipped:
-            continue
-        if isinstance(node, ast.Import):
-            names = [alias.name for alias in node.names]
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            names = [f"{node.module}.{alias.name}" for alias in node.names] + [node.module]
-        else:
-            continue
-        for name in names:
-            if name in modules:
-                targets.add(name)
-    # `from skillsft.x import y`: the edge is to y when y is a module, else to x.
-    return {t for t in targets if not any(o.startswith(t + ".") for o in targets)} or targets
-
-
-@functools.cache
-def _graph() -> dict[str, frozenset[str]]:
-    modules = our_modules()
-    return {name: frozenset(imports_of(path, modules) - {name}) for name, path in modules.items()}
-
-
 def import_graph() -> dict[str, set[str]]:
-    return {name: set(targets) for name, targets in _graph().items()}
+    """Our modules and what each imports, as scripts/layout_report.py builds it (one graph
+    builder and one cycle finder for the test and the report)."""
+    graph = load_layout_report().import_graph(REPO_ROOT)
+    return {name: set(targets) - {name} for name, targets in graph.items()}
 
 
 def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
-    """The strongly connected components with more than one module (Tarjan)."""
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    stack: list[str] = []
-    on_stack: set[str] = set()
-    found: list[list[str]] = []
-
-    def visit(node: str) -> None:
-        index[node] = low[node] = len(index)
-        stack.append(node)
-        on_stack.add(node)
-        for nxt in sorted(graph.get(node, ())):
-            if nxt not in index:
-                visit(nxt)
-                low[node] = min(low[node], low[nxt])
-            elif nxt in on_stack:
-                low[node] = min(low[node], index[nxt])
-        if low[node] == index[node]:
-            component = []
-            while True:
-                top = stack.pop()
-                on_stack.discard(top)
-                component.append(top)
-                if top == node:
-                    break
-            if len(component) > 1:
-                found.append(sorted(component))
-
-    for node in sorted(graph):
-        if node not in index:
-            visit(node)
-    return found
+    return load_layout_report().cycles(graph)  # type: ignore[no-any-return]
 
 
 def layer(module: str) -> str:
