@@ -32,7 +32,7 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-from skillsft.pipeline.shards import auto_shards
+from skillsft.pipeline.stages.shards import auto_shards
 from skillsft.testing.openai_server import FakeOpenAIServer, ServerConfig
 from skillsft.testing.stage_responder import stage_responder
 

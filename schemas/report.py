@@ -116,7 +116,8 @@ SMOKE_TEST_NOTE = (
 
 
 class SkillUseReport(StrictModel):
-    """How the corpus uses its skills (pipeline/corpus_metrics.py says how each is measured)."""
+    """How the corpus uses its skills (pipeline/stages/corpus_metrics.py says how each is
+    measured)."""
 
     selection: str = ""  # which skills a record shows (--skills and its parameters)
     thoughts: int = 0

@@ -3,9 +3,10 @@
     python scripts/teacher_check.py WORK_DIR ENV
 
 Prints one JSON object: turns and distinct thoughts, thoughts that contradict the observation
-they follow (pipeline/envs/thought_checks.py), skill-bank sizes per section, placeholders
-left in the bank, the experience block's share of the instruction, instruction lengths against
-the cutoff, and the share of thoughts applying a shown skill (pipeline/corpus_metrics.py says how).
+they follow (pipeline/teacher/offline/thought_checks.py), skill-bank sizes per section,
+placeholders left in the bank, the experience block's share of the instruction, instruction
+lengths against the cutoff, and the share of thoughts applying a shown skill
+(pipeline/stages/corpus_metrics.py says how).
 """
 
 import json
@@ -14,12 +15,12 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-from skillsft.pipeline.corpus_metrics import instruction_lengths, skill_use, thoughts_of
 from skillsft.pipeline.envs import get_env
 from skillsft.pipeline.envs.prompt_profiles import bracketed_placeholders
-from skillsft.pipeline.envs.thought_checks import find_contradictions
 from skillsft.pipeline.formats.conversations import RenderOptions
 from skillsft.pipeline.formats.record_files import TRAJECTORIES, load_records
+from skillsft.pipeline.stages.corpus_metrics import instruction_lengths, skill_use, thoughts_of
+from skillsft.pipeline.teacher.offline.thought_checks import find_contradictions
 
 
 def check(work_dir: Path, env: str) -> dict[str, object]:

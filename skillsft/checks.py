@@ -55,7 +55,7 @@ def check_teacher(tasks: Iterable[luigi.Task]) -> list[str]:
 def check_publishing(tasks: Iterable[luigi.Task]) -> list[str]:
     """The Hub token and write access of a publish that is about to run (`--repo-id`), checked
     before any teacher stage pays; one line, or a ConfigError with a one-line message."""
-    from skillsft.pipeline.hub_access import check_hub_access
+    from skillsft.pipeline.stages.hub_access import check_hub_access
 
     repos = {task.hub.repo_id for task in tasks if getattr(task, "stage", "") == "publish"
              and task.hub.repo_id}

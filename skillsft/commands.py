@@ -69,7 +69,7 @@ def export_skills_command(args: argparse.Namespace) -> int:
     """SKILL.md from a skill bank: no teacher, nothing paid, so no graph: load, render, write."""
     from skillsft.pipeline.envs import get_env
     from skillsft.pipeline.errors import InputError
-    from skillsft.pipeline.formats.skill_bank_io import load_skill_bank
+    from skillsft.pipeline.stages.skill_bank_io import load_skill_bank
     from skillsft.pipeline.stages.skill_document import document_path, render_skill_document
 
     if not Path(args.skill_bank).is_file():

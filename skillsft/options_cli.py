@@ -35,7 +35,7 @@ def count_range(text: str) -> str:
 def source_range(text: str) -> Any:
     from pydantic import ValidationError
 
-    from skillsft.pipeline.selection import SourceRange
+    from skillsft.pipeline.formats.rollouts.selection import SourceRange
 
     try:
         return SourceRange.parse(text)
@@ -54,7 +54,7 @@ def existing_file(text: str) -> str:
 
 def tokenizer(text: str) -> str:
     """A tokenizer that cannot load fails now, not after the run."""
-    from skillsft.pipeline.token_lengths import load_counter
+    from skillsft.pipeline.formats.token_lengths import load_counter
 
     load_counter(text)
     return text

@@ -162,7 +162,7 @@ BYTES_PER_TRAJECTORY = 8_700
 
 def shard_count(args: argparse.Namespace, trajectories: int) -> int:
     """--shards, or the default for a corpus of this many trajectories."""
-    from skillsft.pipeline.shards import auto_shards
+    from skillsft.pipeline.stages.shards import auto_shards
 
     return getattr(args, "shards", None) or auto_shards(trajectories)
 

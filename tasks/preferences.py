@@ -55,12 +55,15 @@ class PreferencePairs(FromSkillBank):
         return {"prompt/distill": DISTILL_VERSION, "prompt/preferences": PROMPT_VERSION}
 
     def compute(self) -> StageOutput:
-        from skillsft.pipeline.episodes import collect_episodes
-        from skillsft.pipeline.formats.skill_bank_io import load_skill_bank
-        from skillsft.pipeline.stages.preferences import PreferenceOptions, build_preference_pairs
+        from skillsft.pipeline.stages.preferences import (
+            PreferenceOptions,
+            build_preference_pairs,
+            read_episodes,
+        )
+        from skillsft.pipeline.stages.skill_bank_io import load_skill_bank
 
         spec = get_env(self.env)
-        episodes = collect_episodes(spec, self.rollout_dir)
+        episodes = read_episodes(spec, self.rollout_dir)
         bank = load_skill_bank(self.bank_file(), spec)
         teacher = build_teacher(self.teacher, self.stage, Path(self.work_dir))
         options = PreferenceOptions(
@@ -95,7 +98,7 @@ class SkillDocument(FromSkillBank):
         return str(document_path("skills", get_env(self.env)))
 
     def compute(self) -> StageOutput:
-        from skillsft.pipeline.formats.skill_bank_io import load_skill_bank
+        from skillsft.pipeline.stages.skill_bank_io import load_skill_bank
         from skillsft.pipeline.stages.skill_document import render_skill_document
 
         spec = get_env(self.env)

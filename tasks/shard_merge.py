@@ -12,8 +12,8 @@ import luigi
 import orjson
 
 from skillsft.pipeline.formats import jsonio
-from skillsft.pipeline.shards import ShardResult, merge_results
 from skillsft.pipeline.stages.result import StageResult
+from skillsft.pipeline.stages.shards import ShardResult, merge_results
 from skillsft.pipeline.teacher.base import BatchStats
 from skillsft.schemas import Reject
 from skillsft.tasks.base import StageOutput, StageTask

@@ -6,7 +6,7 @@
 With `--shards N` (N > 1) GenerateMemories and Distill stop calling the teacher themselves:
 they require their N shard tasks and merge the shards' files into today's file
 (`generated_memories.json`, `distilled_trajectories.json`) and rejects file, byte-identical to
-an unsharded run (pipeline/shards.py says how). Each shard task has its own atomic target and
+an unsharded run (pipeline/stages/shards.py says how). Each shard task has its own atomic target and
 manifest under `shards/` in the work dir, so Luigi workers — in one process, in several
 `skillsft run` processes, or on several machines sharing one luigid — each take whole shards,
 and a shard done is never done again. Two processes that do meet on one shard (no central
@@ -29,8 +29,8 @@ from skillsft.pipeline.envs import get_env
 from skillsft.pipeline.formats import jsonio
 from skillsft.pipeline.formats.file_kinds import check_kind
 from skillsft.pipeline.formats.record_files import TRAJECTORIES, LoadedRecords, validate_records
-from skillsft.pipeline.shards import ShardResult, partition
 from skillsft.pipeline.stages.result import StageResult
+from skillsft.pipeline.stages.shards import ShardResult, partition
 from skillsft.tasks.base import StageOutput, StageTask
 from skillsft.tasks.stages import Distill, GenerateMemories
 from skillsft.tasks.teacher import build_teacher, scorer_for
@@ -160,8 +160,8 @@ class DistillShard(ShardOf, Distill):
     """Conversations for one shard's records (inputs: the split, then the skill bank)."""
 
     def compute(self) -> StageOutput:
-        from skillsft.pipeline.formats.skill_bank_io import load_skill_bank
         from skillsft.pipeline.stages.distill import distill
+        from skillsft.pipeline.stages.skill_bank_io import load_skill_bank
 
         spec = get_env(self.env)
         part = self.read_part()

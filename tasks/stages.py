@@ -17,7 +17,7 @@ from skillsft.pipeline import workdir
 from skillsft.pipeline.envs import get_env
 from skillsft.pipeline.formats import jsonio
 from skillsft.pipeline.formats.record_files import TRAJECTORIES, load_records
-from skillsft.pipeline.selection import SelectionOptions
+from skillsft.pipeline.formats.rollouts.selection import SelectionOptions
 from skillsft.pipeline.stages.aggregate import AggregateOptions
 from skillsft.pipeline.stages.distill import DistillOptions
 from skillsft.pipeline.stages.flatten import FlattenOptions
@@ -105,9 +105,9 @@ class AggregateSkillBank(StageTask):
         return {f"prompt/{k}": v for k, v in PROMPT_VERSIONS.items()}
 
     def compute(self) -> StageOutput:
-        from skillsft.pipeline.formats.skill_bank_io import load_memory_files
         from skillsft.pipeline.stages.aggregate import AggregationError, aggregate_memories
         from skillsft.pipeline.stages.result import StageResult
+        from skillsft.pipeline.stages.skill_bank_io import load_memory_files
 
         spec = get_env(self.env)
         inputs = ", ".join(map(str, self.input_files()))
@@ -148,8 +148,8 @@ class Distill(ShardedStage):
         return {"prompt/distill": PROMPT_VERSION}
 
     def compute(self) -> StageOutput:
-        from skillsft.pipeline.formats.skill_bank_io import load_skill_bank
         from skillsft.pipeline.stages.distill import distill
+        from skillsft.pipeline.stages.skill_bank_io import load_skill_bank
 
         if self.shard_tasks:
             return merge_shards(self, workdir.REJECTS["distill"])

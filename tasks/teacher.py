@@ -168,7 +168,7 @@ def stats_to_dict(stats: BatchStats) -> dict[str, Any]:
 def scorer_for(skills: Any, plan: TeacherPlan, work_dir: Path) -> Any:
     """How a stage ranks skills: embeddings when --embedding-model is given (journaled in the
     work dir), else lexical. An estimate sends nothing, embeddings included: it ranks lexically."""
-    from skillsft.pipeline.skill_selection import EmbeddingScorer, LexicalScorer
+    from skillsft.pipeline.stages.skill_selection import EmbeddingScorer, LexicalScorer
 
     if skills.mode != "retrieve" or not skills.embedding_model or plan.estimate_for:
         return LexicalScorer()

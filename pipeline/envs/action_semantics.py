@@ -2,9 +2,10 @@
 
 Each environment's actions are described by ordered `ActionRule`s: a regex with named groups,
 the facts the action needs (preconditions), the facts it provides (effects), how it changes the
-agent's tracked state, and a planning phrase with role placeholders. The causal-chaining engine
-(pipeline/causal.py) and the mistake detectors (pipeline/mistakes.py) read only
-these tables, so a fourth environment is a new table, not a new branch in stage code.
+agent's tracked state, and a planning phrase with role placeholders. The offline teacher's
+causal-chaining engine (pipeline/teacher/offline/causal.py) and its mistake detectors
+(mistakes.py beside it) read only these tables, so a fourth environment is a new table, not a
+new branch in stage code.
 
 Fact templates are `kind:value` strings formatted with the rule's regex groups, the tracked
 state before the action (`here`, `held`, `item`, `options`) and, for every field `f`, `f_type`

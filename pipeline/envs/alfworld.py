@@ -14,10 +14,10 @@ from skillsft.pipeline.envs.action_semantics import (
     rx,
 )
 from skillsft.pipeline.envs.categories import classify, rules
-from skillsft.pipeline.envs.postchecks import PostCheck, admissible_action
 from skillsft.pipeline.envs.prompt_profiles import PromptProfile, plain_words
 from skillsft.pipeline.envs.spec import EnvSpec
 from skillsft.pipeline.envs.text_turns import text_layout
+from skillsft.pipeline.formats.postchecks import PostCheck, admissible_action
 
 # ALFWorld goals come from alfworld's goal library, e.g. "put a hot tomato in sinkbasin",
 # "heat some egg and put it in countertop", "look at bowl under the desklamp",

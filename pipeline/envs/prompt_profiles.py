@@ -8,7 +8,7 @@ for one environment is a data edit that shows up in that environment's golden fi
 
 `BankShape` is the size the released banks have: 5-7 general principles, 5-6 skills per category
 and exactly 5 common mistakes. The counts are asked of the teacher at the last reduction level
-and checked afterwards (pipeline/bank_checks.py); they are never padded.
+and checked afterwards (pipeline/stages/bank_checks.py); they are never padded.
 """
 
 import re

@@ -11,9 +11,9 @@ from dataclasses import dataclass
 from typing import Literal
 
 from skillsft.pipeline.envs.action_semantics import ActionSemantics
-from skillsft.pipeline.envs.postchecks import PostCheck
 from skillsft.pipeline.envs.prompt_profiles import BankShape, PromptProfile
 from skillsft.pipeline.formats.conversations import Layout
+from skillsft.pipeline.formats.postchecks import PostCheck
 from skillsft.pipeline.formats.rollouts.kinds import STEP_FORMAT, RolloutFormat
 
 
@@ -28,7 +28,7 @@ class EnvSpec:
     # Where a skill bank keeps this environment's per-category skills.
     bank_category_key: Literal["task_specific_skills", "query_type_skills"]
     # Stages 3-4 (FORMATS.md 7-8): how conversation turns and alpaca records are rendered, and
-    # the checks a turn must pass before it becomes a record (pipeline/envs/postchecks.py).
+    # the checks a turn must pass before it becomes a record (pipeline/formats/postchecks.py).
     layout: Layout | None = None
     postchecks: tuple[PostCheck, ...] = ()
     # Stage 2 (offline memories): what actions need and provide, for causal chaining,

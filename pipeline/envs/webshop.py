@@ -8,15 +8,15 @@ post-checks its records pass, and the signs that tell its rollout files apart.
 
 from skillsft.pipeline.envs.action_semantics import ActionRule, ActionSemantics, frozen, rx
 from skillsft.pipeline.envs.categories import classify, rules
-from skillsft.pipeline.envs.postchecks import (
+from skillsft.pipeline.envs.prompt_profiles import PromptProfile, plain_words
+from skillsft.pipeline.envs.spec import EnvSpec
+from skillsft.pipeline.envs.text_turns import text_layout
+from skillsft.pipeline.formats.postchecks import (
     PostCheck,
     bare_buy_now,
     invented_action,
     navigation_back,
 )
-from skillsft.pipeline.envs.prompt_profiles import PromptProfile, plain_words
-from skillsft.pipeline.envs.spec import EnvSpec
-from skillsft.pipeline.envs.text_turns import text_layout
 
 RULES = rules(
     ("footwear", r"\b(shoes?|sneakers?|boots?|sandals?|slippers?|heels|loafers?|flip[- ]?flops?"

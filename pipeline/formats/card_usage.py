@@ -9,10 +9,9 @@ lengths and how many records each check dropped.
 
 from huggingface_hub import DatasetCard
 
-from skillsft.pipeline.corpus_metrics import DEFAULT_CUTOFF_LEN
 from skillsft.pipeline.envs import ENVS
 from skillsft.pipeline.formats.dataset_card import replace_section
-from skillsft.pipeline.token_lengths import TokenLengths
+from skillsft.pipeline.formats.token_lengths import DEFAULT_CUTOFF_LEN, TokenLengths
 from skillsft.schemas.report import RunReport
 
 USAGE_SECTION = "usage"

@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Annotated, Any
 
-from skillsft.pipeline.envs.postchecks import PostCheck, apply_postchecks
+from skillsft.pipeline.formats.postchecks import PostCheck, apply_postchecks
 from skillsft.pipeline.formats.turns import TextTurn
 from skillsft.pipeline.options import Opt
 from skillsft.schemas.conversation import AlpacaRecord, Conversation

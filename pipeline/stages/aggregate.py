@@ -21,11 +21,11 @@ from typing import Annotated, Any
 
 import orjson
 
-from skillsft.pipeline.bank_checks import check_bank
 from skillsft.pipeline.envs import EnvSpec
 from skillsft.pipeline.envs.prompt_profiles import BankShape, CountRange, PromptProfile
 from skillsft.pipeline.errors import SkillsftError
 from skillsft.pipeline.options import Opt
+from skillsft.pipeline.stages.bank_checks import check_bank
 from skillsft.pipeline.stages.result import StageResult, stage_counts
 from skillsft.pipeline.teacher.base import (
     BatchStats,

@@ -26,7 +26,8 @@ from typing import TYPE_CHECKING, Any
 
 from skillsft.pipeline.formats.conversations import LayoutError, RenderOptions, TurnDraft
 from skillsft.pipeline.formats.render import BlockOptions, render_block
-from skillsft.pipeline.skill_selection import (
+from skillsft.pipeline.stages.result import StageResult, stage_counts
+from skillsft.pipeline.stages.skill_selection import (
     LexicalScorer,
     Scorer,
     SkillSelection,
@@ -34,7 +35,6 @@ from skillsft.pipeline.skill_selection import (
     skill_text,
     task_specific,
 )
-from skillsft.pipeline.stages.result import StageResult, stage_counts
 from skillsft.pipeline.teacher.base import (
     BatchStats,
     Teacher,
@@ -267,7 +267,7 @@ def distill(
 
     `scorer` ranks skills for `--skills retrieve` (default: the lexical scorer). `positions`:
     where each record stands in the whole input, when `records` is one shard of it; the
-    result's extras then say, for pipeline/shards.py, the input position of each conversation
+    result's extras then say, for pipeline/stages/shards.py, the input position of each conversation
     (`positions`), the (phase, position) of each reject (`reject_order`) and the counters
     counted once per skill block (`block_counts`)."""
     options = options or DistillOptions()

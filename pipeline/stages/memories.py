@@ -22,9 +22,6 @@ from typing import Annotated
 
 import orjson
 
-from skillsft.pipeline.causal import (
-    match_rule,
-)
 from skillsft.pipeline.envs import EnvSpec
 from skillsft.pipeline.envs.prompt_profiles import PromptProfile
 from skillsft.pipeline.formats.record_files import as_trajectory_record
@@ -33,6 +30,9 @@ from skillsft.pipeline.stages.result import StageResult, stage_counts
 from skillsft.pipeline.teacher.base import (
     Teacher,
     TeacherRequest,
+)
+from skillsft.pipeline.teacher.offline.causal import (
+    match_rule,
 )
 from skillsft.schemas import Reject
 from skillsft.schemas.answer_bounds import bounded_answer_model
@@ -319,7 +319,7 @@ def generate_memories(
     """Memories for the selected trajectories of stage-1 records, in input order.
 
     `positions`: where each record stands in the whole input, when `records` is one shard of
-    it; the result's extras then say, for pipeline/shards.py, the input position of each
+    it; the result's extras then say, for pipeline/stages/shards.py, the input position of each
     memory (`positions`) and the (phase, position) of each reject (`reject_order`: rejects
     met before the teacher come first, then the teacher's)."""
     options = options or MemoryOptions()

@@ -21,7 +21,7 @@ from skillsft.pipeline.envs import ENVS, EnvSpec
 from skillsft.pipeline.envs.dump_kind import check_environment
 from skillsft.pipeline.errors import RolloutDirError
 from skillsft.pipeline.formats.rollouts.kinds import GroupJob, GroupResult, RolloutFormat
-from skillsft.pipeline.selection import SelectionOptions
+from skillsft.pipeline.formats.rollouts.selection import SelectionOptions
 from skillsft.pipeline.stages.result import StageResult, stage_counts
 from skillsft.schemas import Reject, SearchTrajectorySet, TrajectorySet
 

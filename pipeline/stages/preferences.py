@@ -22,15 +22,25 @@ Teacher answers are journaled by the teacher layer, so a re-run pays for nothing
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from skillsft.pipeline.anchors import INITIAL, Anchors, DecisionPoint, find_anchors
-from skillsft.pipeline.episodes import EpisodeGroup, EpisodeRecord, outcomes
+from skillsft.pipeline.envs import ENVS
+from skillsft.pipeline.envs.dump_kind import check_environment
 from skillsft.pipeline.formats.conversations import LayoutError, RenderOptions, TurnDraft
 from skillsft.pipeline.formats.render import BlockOptions
-from skillsft.pipeline.skill_selection import LexicalScorer, Scorer, SkillSelection
+from skillsft.pipeline.formats.rollouts.episodes import (
+    EpisodeGroup,
+    EpisodeRecord,
+    EpisodesResult,
+    collect_episodes,
+    outcomes,
+)
 from skillsft.pipeline.stages import distill
+from skillsft.pipeline.stages.anchors import INITIAL, Anchors, DecisionPoint, find_anchors
+from skillsft.pipeline.stages.parse import check_rollout_dir
 from skillsft.pipeline.stages.result import StageResult, stage_counts
+from skillsft.pipeline.stages.skill_selection import LexicalScorer, Scorer, SkillSelection
 from skillsft.pipeline.teacher.base import BatchStats, Teacher, TeacherRequest
 from skillsft.schemas import Reject, TrajectorySet
 from skillsft.schemas.base import StrictModel
@@ -43,6 +53,19 @@ if TYPE_CHECKING:
 STAGE = "preferences"
 # Which turns are asked about and how they are described; the request itself is stage 3's.
 PROMPT_VERSION = "preferences-v1"
+
+
+def read_episodes(spec: "EnvSpec", rollout_dir: str | Path) -> EpisodesResult:
+    """Every episode of the rollout folder, grouped (`collect_episodes`), after the folder
+    checks stage 1 makes: it exists, and it is `spec`'s environment's dump.
+
+    Raises `RolloutDirError` when the folder is missing or holds no episode at all, and
+    `WrongEnvironment` when it holds another environment's dump.
+    """
+    rollout_dir = Path(rollout_dir)
+    check_rollout_dir(rollout_dir)
+    check_environment(rollout_dir, spec, list(ENVS.values()))
+    return collect_episodes(spec, rollout_dir)
 
 
 class PairMetadata(StrictModel):

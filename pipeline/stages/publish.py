@@ -40,7 +40,6 @@ from huggingface_hub import (
 from huggingface_hub.errors import EntryNotFoundError, HfHubHTTPError, RevisionNotFoundError
 from huggingface_hub.utils import build_hf_headers, hf_raise_for_status, http_backoff
 
-from skillsft.pipeline.corpus_metrics import DEFAULT_CUTOFF_LEN
 from skillsft.pipeline.errors import InputError, SkillsftError
 from skillsft.pipeline.formats.card_usage import environment_lines, with_usage
 from skillsft.pipeline.formats.dataset_card import (
@@ -51,6 +50,7 @@ from skillsft.pipeline.formats.dataset_card import (
     without_empty_stage_rows,
 )
 from skillsft.pipeline.formats.publish_extras import export_extras
+from skillsft.pipeline.formats.token_lengths import DEFAULT_CUTOFF_LEN, TokenLengths, token_lengths
 from skillsft.pipeline.formats.trainer_files import (
     METADATA_FEATURES,
     METADATA_FOLDER,
@@ -66,7 +66,6 @@ from skillsft.pipeline.stages.report import (
     load_corpus,
     load_provenance,
 )
-from skillsft.pipeline.token_lengths import TokenLengths, token_lengths
 
 log = logging.getLogger("skillsft.publish")
 

@@ -15,9 +15,6 @@ provenance line becomes a warning naming the file and line, and the report says 
 
 import hashlib
 import logging
-import math
-import re
-import statistics
 import time
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
@@ -29,12 +26,18 @@ import orjson
 from pydantic import ValidationError
 
 from skillsft.pipeline import workdir
-from skillsft.pipeline.corpus_metrics import DEFAULT_CUTOFF_LEN, instruction_lengths, skill_use
 from skillsft.pipeline.envs import EnvSpec, get_env
+from skillsft.pipeline.formats.distribution import distribution
 from skillsft.pipeline.formats.render import BLOCK_TITLE
+from skillsft.pipeline.formats.token_lengths import (
+    DEFAULT_CUTOFF_LEN,
+    TOKEN_APPROXIMATION,
+    approx_tokens,
+)
 from skillsft.pipeline.options import Opt
-from skillsft.pipeline.skill_selection import SkillSelection
+from skillsft.pipeline.stages.corpus_metrics import instruction_lengths, skill_use
 from skillsft.pipeline.stages.result import INPUTS, OUTPUTS, REJECTED
+from skillsft.pipeline.stages.skill_selection import SkillSelection
 from skillsft.pipeline.teacher.pricing import PRICES_AS_OF
 from skillsft.schemas.base import OpenModel
 from skillsft.schemas.conversation import AlpacaRecord
@@ -43,7 +46,6 @@ from skillsft.schemas.report import (
     SMOKE_TEST_NOTE,
     ConsistencyCheck,
     CorpusStats,
-    Distribution,
     ModelUsage,
     RunReport,
     RunReportDetails,
@@ -63,15 +65,6 @@ REJECTS_FILE = workdir.REJECTS["parse"]  # every rejects file ends with it
 SKILL_BANK_FILE = workdir.SKILL_BANK
 DISTILLED_FILE = workdir.DISTILLED
 HUB_DIR = workdir.HUB_DIR
-
-
-# How tokens are approximated, stated once so the report and its readers agree on it.
-TOKEN_PIECE = re.compile(r"\w+|[^\w\s]")
-TOKEN_APPROXIMATION = (
-    "regex word pieces: each run of letters/digits/underscores and each other non-space "
-    "character counts as one token (no tokenizer dependency; BPE tokenizers split rare and "
-    "long words further, so real counts are somewhat higher)"
-)
 
 
 @dataclass(frozen=True)
@@ -203,30 +196,6 @@ def published_rows(work_dir: Path, env: str) -> dict[str, int]:
 
 
 # -- statistics -------------------------------------------------------------------------------
-
-
-def distribution(values: Sequence[float]) -> Distribution:
-    """Nearest-rank percentiles: each one is a value that occurs in the data."""
-    if not values:
-        return Distribution()
-    ordered = sorted(values)
-
-    def rank(p: float) -> float:
-        return float(ordered[max(0, math.ceil(p / 100 * len(ordered)) - 1)])
-
-    return Distribution(
-        count=len(ordered),
-        mean=round(statistics.fmean(ordered), 2),
-        min=float(ordered[0]),
-        p50=rank(50),
-        p90=rank(90),
-        p99=rank(99),
-        max=float(ordered[-1]),
-    )
-
-
-def approx_tokens(text: str) -> int:
-    return len(TOKEN_PIECE.findall(text))
 
 
 def section_headings(spec: EnvSpec) -> list[str]:

@@ -10,10 +10,10 @@ under its name in `skillsft.pipeline.envs.ENVS` is all that makes `skillsft run 
 
 from skillsft.pipeline.envs.action_semantics import ActionRule, ActionSemantics, frozen, rx
 from skillsft.pipeline.envs.categories import classify, rules
-from skillsft.pipeline.envs.postchecks import PostCheck, admissible_action
 from skillsft.pipeline.envs.prompt_profiles import PromptProfile, plain_words
 from skillsft.pipeline.envs.spec import EnvSpec
 from skillsft.pipeline.envs.text_turns import text_layout
+from skillsft.pipeline.formats.postchecks import PostCheck, admissible_action
 from skillsft.pipeline.formats.rollouts.kinds import STEP_FORMAT
 
 NAME = "lockroom"

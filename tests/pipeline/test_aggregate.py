@@ -13,13 +13,13 @@ import pytest
 from skillsft.pipeline.envs import get_env
 from skillsft.pipeline.errors import InputError
 from skillsft.pipeline.formats import jsonio
-from skillsft.pipeline.formats.skill_bank_io import load_memory_files, load_skill_bank
 from skillsft.pipeline.stages.aggregate import (
     AggregateOptions,
     aggregate_memories,
     build_tracks,
     planned_calls,
 )
+from skillsft.pipeline.stages.skill_bank_io import load_memory_files, load_skill_bank
 from skillsft.pipeline.teacher.base import TeacherRequest
 from skillsft.pipeline.teacher.offline import OfflineTeacher
 from skillsft.schemas.memory import Memory

@@ -11,7 +11,7 @@ import pytest
 
 from skillsft.pipeline.envs import get_env
 from skillsft.pipeline.envs.prompt_profiles import BankShape, CountRange
-from skillsft.pipeline.selection import SelectionOptions
+from skillsft.pipeline.formats.rollouts.selection import SelectionOptions
 from skillsft.pipeline.stages.aggregate import AggregateOptions, aggregate_memories, build_tracks
 from skillsft.pipeline.stages.memories import MemoryOptions, generate_memories
 from skillsft.pipeline.stages.parse import parse_rollouts

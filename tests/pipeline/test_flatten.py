@@ -4,14 +4,14 @@ from collections import Counter
 from pathlib import Path
 
 from skillsft.pipeline.envs import get_env
-from skillsft.pipeline.envs.postchecks import (
+from skillsft.pipeline.formats.conversations import TextTurn
+from skillsft.pipeline.formats.postchecks import (
     admissible_action,
     apply_postchecks,
     bare_buy_now,
     invented_action,
     navigation_back,
 )
-from skillsft.pipeline.formats.conversations import TextTurn
 from skillsft.pipeline.stages.flatten import FlattenOptions, flatten
 from skillsft.schemas.conversation import Conversation
 

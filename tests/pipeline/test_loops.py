@@ -2,7 +2,7 @@
 
 import pytest
 
-from skillsft.pipeline.loops import remove_loops
+from skillsft.pipeline.formats.rollouts.loops import remove_loops
 
 
 def same(x: object) -> object:

@@ -9,7 +9,7 @@ import pytest
 
 from skillsft.pipeline.envs import get_env
 from skillsft.pipeline.formats import jsonio
-from skillsft.pipeline.selection import SelectionOptions
+from skillsft.pipeline.formats.rollouts.selection import SelectionOptions
 from skillsft.pipeline.stages.memories import (
     PROMPT_VERSIONS,
     MemoryOptions,

@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from skillsft.pipeline.causal import analyse, chain_backward
 from skillsft.pipeline.envs import get_env
-from skillsft.pipeline.selection import SelectionOptions
+from skillsft.pipeline.formats.rollouts.selection import SelectionOptions
 from skillsft.pipeline.stages.memories import MemoryContext
 from skillsft.pipeline.stages.parse import parse_rollouts
+from skillsft.pipeline.teacher.offline.causal import analyse, chain_backward
 from skillsft.pipeline.teacher.offline.memory import solve_memory
 from skillsft.schemas.trajectory import Step, TrajectorySet
 

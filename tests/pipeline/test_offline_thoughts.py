@@ -7,14 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from skillsft.pipeline.corpus_metrics import thoughts_of
 from skillsft.pipeline.envs import get_env
-from skillsft.pipeline.envs.thought_checks import find_contradictions
 from skillsft.pipeline.formats.conversations import RenderOptions
-from skillsft.pipeline.selection import SelectionOptions
+from skillsft.pipeline.formats.rollouts.selection import SelectionOptions
+from skillsft.pipeline.stages.corpus_metrics import thoughts_of
 from skillsft.pipeline.stages.distill import DistillOptions, distill
 from skillsft.pipeline.stages.parse import parse_rollouts
 from skillsft.pipeline.teacher.offline import OfflineTeacher
+from skillsft.pipeline.teacher.offline.thought_checks import find_contradictions
 from skillsft.schemas.skill_bank import SkillBank
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "rollouts"

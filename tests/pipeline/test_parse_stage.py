@@ -8,9 +8,9 @@ import pytest
 
 from skillsft.pipeline.envs import get_env
 from skillsft.pipeline.formats import jsonio
+from skillsft.pipeline.formats.rollouts.selection import SelectionOptions, SourceRange
 from skillsft.pipeline.formats.rollouts.steps import parse_step_rollout
 from skillsft.pipeline.formats.rollouts.text import read_rollout_text
-from skillsft.pipeline.selection import SelectionOptions, SourceRange
 from skillsft.pipeline.stages.parse import parse_rollouts
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "rollouts"

@@ -9,15 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from skillsft.pipeline.anchors import INITIAL, find_anchors
 from skillsft.pipeline.envs import get_env
-from skillsft.pipeline.episodes import collect_episodes
 from skillsft.pipeline.errors import RolloutDirError
-from skillsft.pipeline.selection import SelectionOptions
+from skillsft.pipeline.formats.rollouts.selection import SelectionOptions
+from skillsft.pipeline.stages.anchors import INITIAL, find_anchors
 from skillsft.pipeline.stages.distill import distill
 from skillsft.pipeline.stages.flatten import flatten
 from skillsft.pipeline.stages.parse import parse_rollouts
-from skillsft.pipeline.stages.preferences import build_preference_pairs
+from skillsft.pipeline.stages.preferences import build_preference_pairs, read_episodes
 from skillsft.pipeline.teacher.offline import OfflineTeacher
 from skillsft.schemas import Skill, SkillBank, TrajectorySet
 from tests.conftest import render_episode
@@ -77,7 +76,7 @@ def rollouts(tmp_path: Path, write_env: Callable[..., Path]) -> Path:
 
 def groups_of(root: Path, env: str = "alfworld"):
     spec = get_env(env)
-    return spec, collect_episodes(spec, root)
+    return spec, read_episodes(spec, root)
 
 
 def test_equal_states_are_anchors_unequal_and_loop_removed_ones_are_not(rollouts: Path) -> None:

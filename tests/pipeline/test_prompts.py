@@ -14,7 +14,7 @@ import pytest
 
 from skillsft.pipeline.envs import ENVS, get_env
 from skillsft.pipeline.formats.render import render_block
-from skillsft.pipeline.selection import SelectionOptions
+from skillsft.pipeline.formats.rollouts.selection import SelectionOptions
 from skillsft.pipeline.stages.aggregate import (
     MISTAKES_KIND,
     SKILLS_KIND,

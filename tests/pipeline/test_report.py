@@ -8,12 +8,9 @@ from typing import Any
 import pytest
 
 from skillsft.pipeline.formats import jsonio
-from skillsft.pipeline.stages.report import (
-    approx_tokens,
-    build_report,
-    distribution,
-    render_report_md,
-)
+from skillsft.pipeline.formats.distribution import distribution
+from skillsft.pipeline.formats.token_lengths import approx_tokens
+from skillsft.pipeline.stages.report import build_report, render_report_md
 from skillsft.schemas.report import RunReport
 
 SECRET_URL = "https://user:sekrit-pass@api.example.com/v1?api_key=sk-query-secret"

@@ -7,7 +7,7 @@ import pytest
 from conftest import episode_of
 
 from skillsft.pipeline.envs import get_env
-from skillsft.pipeline.selection import (
+from skillsft.pipeline.formats.rollouts.selection import (
     SelectionOptions,
     SourceRange,
     balance_by_source,

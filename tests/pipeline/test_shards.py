@@ -1,8 +1,9 @@
-"""The pure side of sharding (pipeline/shards.py): a stable partition and an order-keeping merge."""
+"""The pure side of sharding (pipeline/stages/shards.py): a stable partition and an
+order-keeping merge."""
 
 import pytest
 
-from skillsft.pipeline.shards import (
+from skillsft.pipeline.stages.shards import (
     ShardResult,
     auto_shards,
     merge_results,

@@ -10,7 +10,7 @@ import yaml
 from skillsft.cli import main
 from skillsft.pipeline.envs import get_env
 from skillsft.pipeline.formats.render import sentence
-from skillsft.pipeline.formats.skill_bank_io import load_skill_bank
+from skillsft.pipeline.stages.skill_bank_io import load_skill_bank
 from skillsft.pipeline.stages.skill_document import render_skill_document
 from skillsft.schemas import CommonMistake, Skill, SkillBank
 

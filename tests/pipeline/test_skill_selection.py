@@ -5,18 +5,18 @@ from pathlib import Path
 
 import pytest
 
-from skillsft.pipeline.corpus_metrics import experience_block, instruction_lengths, skill_use
 from skillsft.pipeline.envs import get_env
-from skillsft.pipeline.selection import SelectionOptions
-from skillsft.pipeline.skill_selection import (
+from skillsft.pipeline.formats.rollouts.selection import SelectionOptions
+from skillsft.pipeline.stages.corpus_metrics import experience_block, instruction_lengths, skill_use
+from skillsft.pipeline.stages.distill import DistillOptions, distill
+from skillsft.pipeline.stages.parse import parse_rollouts
+from skillsft.pipeline.stages.skill_selection import (
     EmbeddingScorer,
     LexicalScorer,
     SkillSelection,
     retrieve,
     retrieved_block,
 )
-from skillsft.pipeline.stages.distill import DistillOptions, distill
-from skillsft.pipeline.stages.parse import parse_rollouts
 from skillsft.pipeline.teacher.offline import OfflineTeacher
 from skillsft.pipeline.teacher.openai.embeddings import EmbeddingClient
 from skillsft.pipeline.teacher.settings import TeacherSettings

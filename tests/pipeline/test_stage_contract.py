@@ -13,7 +13,6 @@ from typing import Any
 import pytest
 
 from skillsft.pipeline.envs import get_env
-from skillsft.pipeline.episodes import collect_episodes
 from skillsft.pipeline.errors import EmptyOutput, InputError, TooManyFailures
 from skillsft.pipeline.formats import jsonio
 from skillsft.pipeline.formats.record_files import (
@@ -23,16 +22,16 @@ from skillsft.pipeline.formats.record_files import (
     LoadedRecords,
     load_records,
 )
-from skillsft.pipeline.formats.skill_bank_io import load_memory_files
-from skillsft.pipeline.selection import SelectionOptions
+from skillsft.pipeline.formats.rollouts.selection import SelectionOptions
 from skillsft.pipeline.stages.aggregate import aggregate_memories
 from skillsft.pipeline.stages.distill import distill
 from skillsft.pipeline.stages.flatten import flatten
 from skillsft.pipeline.stages.memories import generate_memories
 from skillsft.pipeline.stages.outcome import check_outcome, outcome_of
 from skillsft.pipeline.stages.parse import parse_rollouts
-from skillsft.pipeline.stages.preferences import build_preference_pairs
+from skillsft.pipeline.stages.preferences import build_preference_pairs, read_episodes
 from skillsft.pipeline.stages.result import FIXED_COUNTERS, StageResult
+from skillsft.pipeline.stages.skill_bank_io import load_memory_files
 from skillsft.pipeline.teacher.base import BatchStats, TeacherResult
 from skillsft.pipeline.teacher.offline import OfflineTeacher
 from skillsft.schemas import Reject
@@ -60,7 +59,7 @@ def chain() -> dict[str, StageResult[Any]]:
     (bank,) = aggregated.records
     distilled = distill(parsed.records, SPEC, None, teacher, bank)
     flat = flatten(distilled.records, SPEC, None)
-    groups = collect_episodes(SPEC, EXAMPLES / "alfworld").groups
+    groups = read_episodes(SPEC, EXAMPLES / "alfworld").groups
     pairs = build_preference_pairs(groups, SPEC, None, teacher, bank)
     return {"parse": parsed, "memories": memories, "aggregate": aggregated,
             "distill": distilled, "flatten": flat, "preferences": pairs}

@@ -24,11 +24,9 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from skillsft.pipeline.errors import MalformedRollout
+from skillsft.pipeline.formats.rollouts.loops import remove_loops
 from skillsft.pipeline.formats.rollouts.search import SearchEpisode, parse_search_rollout
-from skillsft.pipeline.formats.rollouts.steps import Episode, RawStep, parse_step_rollout
-from skillsft.pipeline.formats.rollouts.text import natural_key, read_rollout_text
-from skillsft.pipeline.loops import remove_loops
-from skillsft.pipeline.selection import (
+from skillsft.pipeline.formats.rollouts.selection import (
     EnvLabel,
     SelectionOptions,
     apply_env_quotas,
@@ -37,6 +35,8 @@ from skillsft.pipeline.selection import (
     resolve_source,
     shortest_episodes,
 )
+from skillsft.pipeline.formats.rollouts.steps import Episode, RawStep, parse_step_rollout
+from skillsft.pipeline.formats.rollouts.text import natural_key, read_rollout_text
 from skillsft.schemas import Reject, SearchStep, SearchTrajectorySet, Step, TrajectorySet
 
 STAGE = "parse"
@@ -227,7 +227,7 @@ def load_trajectory(path: Path, counts: Counter[str]) -> list[RawStep]:
     return trimmed
 
 
-def _to_step(raw: RawStep) -> Step:
+def to_step(raw: RawStep) -> Step:
     return Step(
         step_id=raw.step_id,
         action=raw.action,
@@ -262,7 +262,7 @@ def select_env_folders(
         ))
     for candidate in kept:
         trajectories = [
-            [_to_step(raw) for raw in load_trajectory(Path(candidate.folder, name), counts)]
+            [to_step(raw) for raw in load_trajectory(Path(candidate.folder, name), counts)]
             for name in candidate.keep
         ]
         counts["trajectories_kept"] += len(trajectories)
@@ -334,7 +334,7 @@ def parse_question_folder(job: GroupJob) -> GroupResult:
     return result
 
 
-def _to_search_set(candidate: QuestionCandidate) -> SearchTrajectorySet:
+def to_search_set(candidate: QuestionCandidate) -> SearchTrajectorySet:
     episode = candidate.episode
     steps = [
         SearchStep(
@@ -378,7 +378,7 @@ def select_questions(
                       f"{options.failure_ratio:g} x its successes")
         for c, reason in skipped
     )
-    records = [_to_search_set(candidate) for candidate in kept]
+    records = [to_search_set(candidate) for candidate in kept]
     counts["trajectories_kept"] += len(records)
     counts["steps_kept"] += sum(len(r.trajectories[0]) for r in records)
     return records

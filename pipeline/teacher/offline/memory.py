@@ -1,27 +1,27 @@
 """The offline teacher's memories: deterministic answers from the trajectory alone.
 
-Backward causal chaining (pipeline/causal.py) gives the refined trajectory, placeholders
-(pipeline/placeholders.py) the planning pattern, detectors (pipeline/mistakes.py) the mistakes;
-all three read the environment's `ActionSemantics` tables, never its name.
+Backward causal chaining (causal.py, beside this module) gives the refined trajectory,
+placeholders (placeholders.py) the planning pattern, detectors (mistakes.py) the mistakes; all
+three read the environment's `ActionSemantics` tables, never its name.
 """
 
 import re
 from collections.abc import Sequence
 
-from skillsft.pipeline.causal import (
+from skillsft.pipeline.stages.memories import MemoryContext
+from skillsft.pipeline.teacher.offline.causal import (
     AnalysedStep,
     analyse,
     chain_backward,
     goal_step_index,
 )
-from skillsft.pipeline.mistakes import EpisodeView, detect_mistakes
-from skillsft.pipeline.placeholders import (
+from skillsft.pipeline.teacher.offline.mistakes import EpisodeView, detect_mistakes
+from skillsft.pipeline.teacher.offline.placeholders import (
     Abstractor,
     goal_constraints,
     planning_pattern,
     register_values,
 )
-from skillsft.pipeline.stages.memories import MemoryContext
 from skillsft.schemas.memory_answers import MemoryAnswer, MistakeAnswer, RefinedStepAnswer
 
 

@@ -3,7 +3,7 @@
 Planning patterns become skills in plain English (placeholders turned into words with the
 environment's glossary, which the request carries), mistakes are grouped by their wording, and
 the most supported come first. Nothing is invented: a small corpus gives a small bank, and the
-bank post-check (pipeline/bank_checks.py) reports the shortfall.
+bank post-check (pipeline/stages/bank_checks.py) reports the shortfall.
 """
 
 import re

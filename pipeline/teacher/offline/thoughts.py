@@ -4,9 +4,9 @@ A thought is an opening that reads the current observation (what is here, what j
 and a reason for the action that depends on the agent's state: what it holds (from the
 environment's action tables), whether the goal's object is in sight, whether a place was seen
 before, what earlier searches returned. Nothing it says may contradict the observation
-(pipeline/envs/thought_checks.py checks every turn of the samples), and two steps in different
-situations read differently. It is still a rule-based smoke-test teacher: the corpus it writes
-is labelled as such wherever it appears.
+(thought_checks.py, beside this module, checks every turn of the samples), and two steps in
+different situations read differently. It is still a rule-based smoke-test teacher: the corpus
+it writes is labelled as such wherever it appears.
 
 Tables here are keyed by action and observation shapes, never by environment name.
 """
@@ -16,9 +16,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from skillsft.pipeline.causal import type_of
 from skillsft.pipeline.envs.action_semantics import ActionSemantics
-from skillsft.pipeline.envs.thought_checks import goal_target, goal_words, held_before_each_step
+from skillsft.pipeline.teacher.offline.causal import type_of
+from skillsft.pipeline.teacher.offline.thought_checks import (
+    goal_target,
+    goal_words,
+    held_before_each_step,
+)
 from skillsft.schemas.distill_answers import DistillAnswer, StepThought
 
 

@@ -18,18 +18,19 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from operator import attrgetter
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from skillsft.pipeline.envs import ENVS, EnvSpec
-from skillsft.pipeline.envs.dump_kind import check_environment
 from skillsft.pipeline.errors import MalformedRollout, RolloutDirError
 from skillsft.pipeline.formats.rollouts import kinds as formats
+from skillsft.pipeline.formats.rollouts.loops import remove_loops
+from skillsft.pipeline.formats.rollouts.selection import SelectionOptions
 from skillsft.pipeline.formats.rollouts.steps import parse_step_rollout
 from skillsft.pipeline.formats.rollouts.text import read_rollout_text
-from skillsft.pipeline.loops import remove_loops
-from skillsft.pipeline.selection import SelectionOptions
-from skillsft.pipeline.stages.parse import check_rollout_dir
 from skillsft.schemas import Reject, Step
 from skillsft.schemas.base import StrictModel
+
+if TYPE_CHECKING:
+    from skillsft.pipeline.envs import EnvSpec
 
 
 class EpisodeRecord(StrictModel):
@@ -84,7 +85,7 @@ def collect_env_folders(
             tasks.append(parsed.task)
             episodes.append(EpisodeRecord(
                 trajectory_id=rel, won=parsed.succeeded(win_reward),
-                steps=[formats._to_step(raw) for raw in trimmed],
+                steps=[formats.to_step(raw) for raw in trimmed],
             ))
         if episodes:
             counts["groups_task_mismatch"] += len(set(tasks)) > 1
@@ -104,7 +105,7 @@ def collect_questions(
         rejects.extend(r.model_copy(update={"stage": "preferences"}) for r in result.rejects)
         counts.update({k: v for k, v in result.counts.items() if k.startswith("rejected_")})
         for candidate in sorted(result.candidates, key=lambda c: c.env_id):
-            record = formats._to_search_set(candidate)
+            record = formats.to_search_set(candidate)
             episode = EpisodeRecord(trajectory_id=record.env_id, won=candidate.won,
                                     steps=list(record.trajectories[0]))
             question = by_question.setdefault(record.task, EpisodeGroup(
@@ -119,15 +120,14 @@ Collector = Callable[[Path, float, Counter[str], list[Reject]], list[EpisodeGrou
 COLLECTORS: dict[str, Collector] = {"steps": collect_env_folders, "search": collect_questions}
 
 
-def collect_episodes(spec: EnvSpec, rollout_dir: str | Path) -> EpisodesResult:
+def collect_episodes(spec: "EnvSpec", rollout_dir: str | Path) -> EpisodesResult:
     """Every episode under `rollout_dir`, grouped; a bad file is a reject, never an exception.
 
-    Raises `RolloutDirError` when the folder is missing or holds no episode at all, and
-    `WrongEnvironment` (as stage 1 does) when it holds another environment's dump.
+    Raises `RolloutDirError` when the folder holds no episode at all. The folder itself (it
+    exists, it is `spec`'s environment's dump) is checked by the caller, as stage 1 checks it:
+    `stages.preferences.read_episodes`.
     """
     rollout_dir = Path(rollout_dir)
-    check_rollout_dir(rollout_dir)
-    check_environment(rollout_dir, spec, list(ENVS.values()))
     counts: Counter[str] = Counter()
     rejects: list[Reject] = []
     groups = COLLECTORS[spec.rollout_format.name](rollout_dir, spec.win_reward, counts, rejects)

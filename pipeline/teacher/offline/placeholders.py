@@ -10,8 +10,8 @@ become `[Size]`. Roles come from the environment's `ActionSemantics`, never from
 import re
 from collections.abc import Iterable, Sequence
 
-from skillsft.pipeline.causal import AnalysedStep, FieldValue, type_of
 from skillsft.pipeline.envs.action_semantics import ActionRule, ActionSemantics
+from skillsft.pipeline.teacher.offline.causal import AnalysedStep, FieldValue, type_of
 
 _NUMBERED_ROLES = frozenset({"Object", "Entity"})
 # Roles a more specific one (Appliance, Light_Source) replaces for the same value.

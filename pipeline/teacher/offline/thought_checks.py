@@ -15,8 +15,8 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from skillsft.pipeline.causal import analyse, type_of
 from skillsft.pipeline.envs.action_semantics import ActionSemantics
+from skillsft.pipeline.teacher.offline.causal import analyse, type_of
 
 
 @dataclass(frozen=True)

@@ -8,18 +8,37 @@ file or a folder holding one (loaded with `tokenizers`), else a name or folder t
 report's regex word-piece estimate, and say so: BPE tokenizers count somewhat more.
 """
 
+import re
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from pydantic import BaseModel, Field
 
-from skillsft.pipeline.corpus_metrics import DEFAULT_CUTOFF_LEN
 from skillsft.pipeline.errors import ConfigError
-from skillsft.pipeline.stages.report import TOKEN_APPROXIMATION, approx_tokens, distribution
+from skillsft.pipeline.formats.distribution import distribution
 from skillsft.schemas.conversation import AlpacaRecord
 from skillsft.schemas.report import Distribution
 
 TokenCounter = Callable[[Sequence[str]], list[int]]
+
+# The training cutoff every length is measured against unless `--cutoff-len` says otherwise.
+DEFAULT_CUTOFF_LEN = 8192
+# Budgets (teacher windows, cost estimates) count characters / 4: conservative on purpose.
+CHARS_PER_TOKEN = 4
+
+# How tokens are approximated, stated once so the report and its readers agree on it.
+TOKEN_PIECE = re.compile(r"\w+|[^\w\s]")
+TOKEN_APPROXIMATION = (
+    "regex word pieces: each run of letters/digits/underscores and each other non-space "
+    "character counts as one token (no tokenizer dependency; BPE tokenizers split rare and "
+    "long words further, so real counts are somewhat higher)"
+)
+
+
+def approx_tokens(text: str) -> int:
+    return len(TOKEN_PIECE.findall(text))
+
+
 
 
 class TokenLengths(BaseModel):

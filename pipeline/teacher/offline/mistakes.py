@@ -11,9 +11,9 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from skillsft.pipeline.causal import AnalysedStep, providers
 from skillsft.pipeline.envs.action_semantics import ActionSemantics
-from skillsft.pipeline.placeholders import Abstractor
+from skillsft.pipeline.teacher.offline.causal import AnalysedStep, providers
+from skillsft.pipeline.teacher.offline.placeholders import Abstractor
 
 
 @dataclass(frozen=True)

@@ -17,10 +17,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from skillsft.pipeline.formats.render import BLOCK_TITLE
+from skillsft.pipeline.formats.token_lengths import CHARS_PER_TOKEN, DEFAULT_CUTOFF_LEN
 
 OVERLAP_WORDS = 3
-CHARS_PER_TOKEN = 4
-DEFAULT_CUTOFF_LEN = 8192
 _STOP = frozenset(re.findall(r"\w+", (
     "that this with from have what when where which while there their then them they into "
     "only also before after each every first next your just more than some will would should "

@@ -19,8 +19,8 @@ so they are never part of a state or an anchor.
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 
-from skillsft.pipeline.episodes import EpisodeGroup
 from skillsft.pipeline.formats.conversations import Layout, SearchLayout, TextLayout
+from skillsft.pipeline.formats.rollouts.episodes import EpisodeGroup
 from skillsft.schemas import Step
 
 INITIAL: tuple[str] = ("<initial state>",)
