@@ -16,7 +16,7 @@ import dataclasses
 import json
 import types
 import typing
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Union
 
@@ -232,7 +232,3 @@ def from_jsonable(tp: Any, data: Any) -> Any:
         return float(data)
     return data
 
-
-def walk_values(obj: Any) -> Iterator[tuple[Declared, Any]]:
-    for d in declared(type(obj)):
-        yield d, _get(obj, d.path)

@@ -30,7 +30,6 @@ REJECTS: dict[str, str] = {
     "flatten": "flatten_rejects.jsonl",
     "preferences": "preferences_rejects.jsonl",
 }
-REJECTS_GLOB = "*rejects.jsonl"
 
 
 def corpus(env: str) -> str:

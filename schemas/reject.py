@@ -2,6 +2,10 @@
 
 from skillsft.schemas.base import StrictModel
 
+# The reason of a rejects line for an item a stage chose not to use (selection, a skipped env):
+# listed, but not a failure.
+SKIP_PREFIX = "skipped_"
+
 
 class Reject(StrictModel):
     stage: str

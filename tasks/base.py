@@ -125,10 +125,6 @@ def _signature_of_tree(root: Path) -> str:
     return digest.hexdigest()
 
 
-# Rejects lines for items a stage chose not to use (selection): listed, but not failures.
-SKIP_PREFIX = "skipped_"
-
-
 def rejects_lines(rejects: list[Reject]) -> bytes:
     return jsonio.dumps_lines(rejects)
 

@@ -22,8 +22,7 @@ import luigi
 import orjson
 from pydantic import ValidationError
 
-# The durable writes live in pipeline/ (the journal needs them too); re-exported for the tasks.
-from skillsft.pipeline.durable import fsync_folder, write_bytes_atomically  # noqa: F401
+from skillsft.pipeline.durable import write_bytes_atomically
 from skillsft.pipeline.workdir import MANIFEST_SUFFIX, STATE_DIR
 from skillsft.pipeline.workdir import manifest_for as manifest_path_for
 from skillsft.schemas.manifest import Manifest

@@ -15,7 +15,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
-from skillsft.pipeline.teacher.base import BatchStats, Teacher
+from skillsft.pipeline.teacher.base import Teacher
 from skillsft.pipeline.teacher.batch.ledger import has_open_batches
 from skillsft.pipeline.teacher.batch.teacher import BatchOptions, BatchTeacher
 from skillsft.pipeline.teacher.budget import BudgetedTeacher, SpendFile
@@ -159,10 +159,6 @@ def reused_teacher(settings: TeacherSettings, journal_dir: Path, stage: str,
     if batch is not None or has_open_batches(journal_dir, stage):
         return None
     return _LIVE_TEACHERS.get(live_key(settings, journal_dir, stage))
-
-
-def stats_to_dict(stats: BatchStats) -> dict[str, Any]:
-    return stats.model_dump(mode="json")
 
 
 def scorer_for(skills: Any, plan: TeacherPlan, work_dir: Path) -> Any:

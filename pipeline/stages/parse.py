@@ -24,9 +24,7 @@ from skillsft.pipeline.formats.rollouts.kinds import GroupJob, GroupResult, Roll
 from skillsft.pipeline.formats.rollouts.selection import SelectionOptions
 from skillsft.pipeline.stages.result import StageResult, stage_counts
 from skillsft.schemas import Reject, SearchTrajectorySet, TrajectorySet
-
-# Rejects lines for items the stage chose not to use (selection): listed, but not failures.
-SKIP_PREFIX = "skipped_"
+from skillsft.schemas.reject import SKIP_PREFIX
 
 
 def default_workers() -> int:

@@ -35,7 +35,6 @@ import hashlib
 import logging
 import os
 import threading
-import time
 import uuid
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -285,6 +284,3 @@ class Journal:
             await asyncio.sleep(poll_seconds)
         return claim
 
-
-def now() -> float:
-    return time.time()

@@ -8,6 +8,7 @@ never reaches the journal, a log or an error message.
 
 import hashlib
 import logging
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
@@ -16,7 +17,7 @@ import orjson
 from openai import OpenAI, OpenAIError
 
 from skillsft.pipeline.errors import SkillsftError
-from skillsft.pipeline.teacher.journal import Journal, JournalRecord, now
+from skillsft.pipeline.teacher.journal import Journal, JournalRecord
 from skillsft.pipeline.teacher.settings import TeacherSettings
 
 log = logging.getLogger("skillsft.teacher")
@@ -77,7 +78,7 @@ class EmbeddingClient:
             for text, item in zip(batch, vectors, strict=True):
                 self.journal.append(JournalRecord(
                     key=embedding_key(self.model, text), kind="response",
-                    stage=EMBEDDINGS_STAGE, model=self.model, time=now(),
+                    stage=EMBEDDINGS_STAGE, model=self.model, time=time.time(),
                     raw_text=orjson.dumps(item.embedding).decode()))
             self.calls_new += 1
         return [self._known(t) or [] for t in texts]
