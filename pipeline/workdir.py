@@ -9,6 +9,8 @@ the report, publish and the CLI ask this module instead of spelling names themse
 from dataclasses import dataclass
 from pathlib import Path
 
+from skillsft.schemas.stages import STAGES
+
 STATE_DIR = ".skillsft"
 MANIFEST_SUFFIX = ".manifest.json"
 
@@ -21,15 +23,8 @@ REPORT_MD = "report.md"
 HUB_DIR = "hub"
 SKILLS_DIR = "skills"
 
-# The rejects file each stage writes beside its output (parse kept the original bare name).
-REJECTS: dict[str, str] = {
-    "parse": "rejects.jsonl",
-    "memories": "memories_rejects.jsonl",
-    "aggregate": "aggregate_rejects.jsonl",
-    "distill": "distill_rejects.jsonl",
-    "flatten": "flatten_rejects.jsonl",
-    "preferences": "preferences_rejects.jsonl",
-}
+# The rejects file each stage writes beside its output (the stage registry names them).
+REJECTS: dict[str, str] = {stage.name: stage.rejects for stage in STAGES if stage.rejects}
 
 
 def corpus(env: str) -> str:

@@ -15,9 +15,8 @@ import luigi
 from skillsft.pipeline.teacher.openai.endpoint_pool import check_endpoints
 from skillsft.pipeline.teacher.openai.teacher import OpenAITeacher
 from skillsft.pipeline.workdir import WorkDir
-from skillsft.tasks.teacher import TEACHER_STAGES, TeacherPlan
-
-CHECKED_STAGES = ("memories", "aggregate", "distill")
+from skillsft.schemas.stages import BY_NAME, CORPUS_TEACHER_STAGES
+from skillsft.tasks.teacher import TeacherPlan
 
 
 def check_teacher(tasks: Iterable[luigi.Task]) -> list[str]:
@@ -30,9 +29,9 @@ def check_teacher(tasks: Iterable[luigi.Task]) -> list[str]:
         stage = getattr(task, "stage", "")
         plan = getattr(task, "teacher", None)
         live = isinstance(plan, TeacherPlan) and plan.kind == "openai"
-        if stage not in CHECKED_STAGES or not live:
+        if stage not in CORPUS_TEACHER_STAGES or not live:
             continue
-        teacher_stage, _ = TEACHER_STAGES[stage]
+        teacher_stage = BY_NAME[stage].teacher
         # The live teacher, whatever layers (--batch, --max-cost) the stage adds around it:
         # they all talk to this endpoint and model.
         teacher = OpenAITeacher(plan.settings_for(stage), WorkDir(Path(task.work_dir)).journal,

@@ -32,13 +32,12 @@ from skillsft.pipeline.errors import SkillsftError
 from skillsft.pipeline.teacher.settings import RESPONSE_FORMAT_CHOICES
 from skillsft.pipeline.workdir import WorkDir
 from skillsft.run_log import close_log, open_log
+from skillsft.schemas.stages import STAGE_NAMES
 from skillsft.tasks.base import StageTask, input_signatures_frozen, walk_graph
 from skillsft.tasks.failures import CONFIGURATION_ERRORS, clear_failure, read_failure
 from skillsft.tasks.summary import print_summary
 from skillsft.tasks.teacher import FORCED_STAGES_VARIABLE
 
-STAGES = ("parse", "memories", "aggregate", "distill", "flatten", "report", "publish",
-          "preferences", "skills")
 _OK = {LuigiStatusCode.SUCCESS, LuigiStatusCode.SUCCESS_WITH_RETRY}
 
 
@@ -106,7 +105,7 @@ def add_run_flags(parser: argparse.ArgumentParser) -> None:
                        help="use a running luigid (default: the Luigi config's "
                        "default-scheduler-url, else an in-process scheduler)")
     group.add_argument("--dry-run", action="store_true", help="list what would run, run nothing")
-    group.add_argument("--force", choices=STAGES, action="append", default=[],
+    group.add_argument("--force", choices=STAGE_NAMES, action="append", default=[],
                        help="recompute STAGE and everything that depends on it")
 
 

@@ -21,12 +21,12 @@ from skillsft.pipeline.teacher.estimate import (
 )
 from skillsft.pipeline.teacher.pricing import BATCH_DISCOUNT, PRICES_AS_OF
 from skillsft.run_log import close_log, open_log
+from skillsft.schemas.stages import TEACHER_STAGES
 from skillsft.tasks.base import input_signatures_frozen
 
 if TYPE_CHECKING:
     from skillsft.graph import RunPlan
 
-STAGE_ORDER = ("memories", "aggregate", "distill", "preferences")
 
 
 def estimate_root(plan: "RunPlan", args: argparse.Namespace) -> list[StageEstimate]:
@@ -46,7 +46,7 @@ def estimate_root(plan: "RunPlan", args: argparse.Namespace) -> list[StageEstima
     if not result.scheduling_succeeded or any(not t.complete() for t in [task]):
         raise SystemExit(f"skillsft: the estimate could not finish; see {log_path}")
     found = {e.stage: e for e in read_estimates(scratch / "estimate")}
-    return [found[name] for name in STAGE_ORDER if name in found]
+    return [found[name] for name in TEACHER_STAGES if name in found]
 
 
 def estimate_lines(estimates: list[StageEstimate]) -> list[str]:

@@ -24,6 +24,7 @@ from skillsft.pipeline.teacher.settings import (
     TeacherSettings,
     announce,
 )
+from skillsft.schemas.stages import CORPUS_TEACHER_STAGES
 from skillsft.tasks.teacher import TeacherPlan
 
 # The samples ship inside the package (skillsft.examples), so an installed wheel runs them too.
@@ -106,7 +107,7 @@ def resolve_teacher(args: argparse.Namespace, environ: Mapping[str, str]) -> Tea
     return TeacherPlan.public(resolved, models, os.environ, **batch_run(args, resolved))
 
 
-TEACHER_STAGES = ("memories", "aggregate", "distill")
+TEACHER_STAGES = CORPUS_TEACHER_STAGES  # what --batch may name
 
 
 def batch_run(args: argparse.Namespace, resolved: TeacherSettings) -> dict[str, Any]:

@@ -85,7 +85,7 @@ class PreferencePairs(FromSkillBank):
         result.counts = dict(sorted({**episodes.counts, **result.counts}.items()))
         return StageOutput.of(result, jsonio.dumps_lines(result.records),
                               input_name=str(self.rollout_dir),
-                              rejects_name="preferences_rejects.jsonl")
+                              rejects_name=workdir.REJECTS[self.stage])
 
 
 class SkillDocument(FromSkillBank):

@@ -25,6 +25,7 @@ from skillsft.pipeline.teacher.openai.endpoints import full_base_url, hand_over,
 from skillsft.pipeline.teacher.openai.teacher import OpenAITeacher
 from skillsft.pipeline.teacher.settings import FIELD_VARIABLES, TeacherSettings
 from skillsft.pipeline.workdir import WorkDir
+from skillsft.schemas.stages import STAGES
 from skillsft.tasks.options_param import OptionsParameter
 
 CHUNK_WINDOWS = 4  # with --max-cost, a live stage checks the spend every 4 x concurrency calls
@@ -33,11 +34,7 @@ CHUNK_WINDOWS = 4  # with --max-cost, a live stage checks the spend every 4 x co
 FORCED_STAGES_VARIABLE = "SKILLSFT_FORCED_STAGES"
 # A task's stage -> (the teacher's stage name, the fingerprint name of its model).
 TEACHER_STAGES: dict[str, tuple[str, str]] = {
-    "memories": ("memory", "memory_model"),
-    "aggregate": ("aggregate", "aggregate_model"),
-    "distill": ("distill", "distill_model"),
-    "preferences": ("preferences", "distill_model"),
-}
+    stage.name: (stage.teacher, stage.model) for stage in STAGES if stage.teacher}
 
 
 # The settings that decide what answers a request gets (the rest is pace, budget, retries).

@@ -54,10 +54,11 @@ from skillsft.schemas.report import (
     StageReport,
     TeacherUsage,
 )
+from skillsft.schemas.stages import CORPUS_STAGES
 
 log = logging.getLogger("skillsft.report")
 
-STAGE_ORDER = ("parse", "memories", "aggregate", "distill", "flatten")
+STAGE_ORDER = CORPUS_STAGES
 # The work dir's names belong to pipeline/workdir.py; kept under these names for readers here.
 MANIFEST_DIR = workdir.STATE_DIR
 MANIFEST_SUFFIX = workdir.MANIFEST_SUFFIX

@@ -27,6 +27,7 @@ from typing import Literal, get_args
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
 from skillsft.pipeline.teacher.openai.endpoints import redact_url, split_urls
+from skillsft.schemas.stages import STAGES
 
 TeacherKind = Literal["openai", "offline"]
 TEACHER_CHOICES: tuple[str, ...] = get_args(TeacherKind)
@@ -39,12 +40,12 @@ RESPONSE_FORMAT_CHOICES: tuple[str, ...] = (
 OPENAI_BASE_URL = "https://api.openai.com/v1"
 DEEPSEEK_BASE_URL = "https://api.deepseek.com"
 
-# Stage name (as the tasks and the CLI spell it) -> the variable naming its model.
+# Stage name -> the variable naming its model (`memory_model` -> MEMORY_MODEL), for each corpus
+# stage that asks a teacher, under the name the teacher uses (`memory`) and the tasks' own.
 STAGE_MODEL_VARIABLES: dict[str, str] = {
-    "memory": "MEMORY_MODEL",
-    "memories": "MEMORY_MODEL",
-    "aggregate": "AGGREGATE_MODEL",
-    "distill": "DISTILL_MODEL",
+    name: stage.model.upper()
+    for stage in STAGES if stage.teacher and stage.corpus
+    for name in dict.fromkeys((stage.teacher, stage.name))
 }
 
 # Which environment variables feed which field, in the order they are tried.
