@@ -127,7 +127,7 @@ class SkillUseReport(StrictModel):
     block_share_mean: float = 0.0  # experience block chars / instruction chars, per record
     block_share_max: float = 0.0
     cutoff_len: int = 8192
-    instruction_tokens_max: int = 0  # characters / 4
+    instruction_tokens_max: int = 0  # word-piece tokens (pipeline/formats/token_lengths.py)
     records_over_cutoff: int = 0
 
 

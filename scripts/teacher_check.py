@@ -19,8 +19,10 @@ from skillsft.pipeline.envs import get_env
 from skillsft.pipeline.envs.prompt_profiles import bracketed_placeholders
 from skillsft.pipeline.formats.conversations import RenderOptions
 from skillsft.pipeline.formats.record_files import TRAJECTORIES, load_records
+from skillsft.pipeline.formats.token_lengths import token_lengths
 from skillsft.pipeline.stages.corpus_metrics import instruction_lengths, skill_use, thoughts_of
 from skillsft.pipeline.teacher.offline.thought_checks import find_contradictions
+from skillsft.schemas.conversation import AlpacaRecord
 
 
 def check(work_dir: Path, env: str) -> dict[str, object]:
@@ -49,6 +51,7 @@ def check(work_dir: Path, env: str) -> dict[str, object]:
     prose = json.dumps([bank["general_skills"], per_category, bank["common_mistakes"]])
     use = skill_use(conversations)
     lengths = instruction_lengths([r["instruction"] for r in corpus])
+    tokens = token_lengths([AlpacaRecord.model_validate(r) for r in corpus])
     return {
         "env": env,
         "turns": len(thoughts),
@@ -69,8 +72,8 @@ def check(work_dir: Path, env: str) -> dict[str, object]:
         "block_share_mean": lengths.block_share_mean,
         "block_share_max": lengths.block_share_max,
         "instruction_chars_p50": lengths.chars_p50,
-        "instruction_tokens_max": lengths.tokens_max,
-        "over_cutoff_8192": lengths.over_cutoff,
+        "instruction_tokens_max": int(tokens.instruction.max),
+        "over_cutoff_8192": tokens.over_cutoff,
         "skill_use_by_title": use.share(use.by_title),
         "skill_use_by_overlap": use.share(use.by_overlap),
     }

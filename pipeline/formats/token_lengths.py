@@ -1,4 +1,10 @@
-"""How long the corpus is in the student's tokens, and how much of it a cutoff would cut.
+"""Token counts, in one place: how long the corpus is in the student's tokens, how much of it a
+cutoff would cut, and the characters-per-token estimate that budgets teacher prompts.
+
+Every figure measured against `--cutoff-len` (the report's, the card's) comes from
+`token_lengths`, and every count of a text from `counter_for`: the student's tokenizer when one
+is given, else the word-piece estimate. Budgets (a distillation window, a memory prompt, a cost
+estimate) use `estimate_tokens`, characters / 4, which over-counts on purpose.
 
 Trainers truncate every example at a cutoff (LLaMA-Factory's `cutoff_len`, TRL's
 `max_length`) counted in the student model's tokens, prompt and response together. With
@@ -8,6 +14,7 @@ file or a folder holding one (loaded with `tokenizers`), else a name or folder t
 report's regex word-piece estimate, and say so: BPE tokenizers count somewhat more.
 """
 
+import math
 import re
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -37,6 +44,11 @@ TOKEN_APPROXIMATION = (
 
 def approx_tokens(text: str) -> int:
     return len(TOKEN_PIECE.findall(text))
+
+
+def estimate_tokens(text: str) -> int:
+    """The budget estimate: characters / 4, rounded up."""
+    return math.ceil(len(text) / CHARS_PER_TOKEN)
 
 
 
@@ -89,17 +101,22 @@ def load_counter(name_or_path: str) -> TokenCounter:
         "input_ids"]]
 
 
+def counter_for(tokenizer: str | None) -> TokenCounter:
+    """How texts are counted: in `tokenizer`'s tokens (a path or local name) when one is given,
+    else with the word-piece estimate (`approx_tokens`)."""
+    if tokenizer:
+        return load_counter(tokenizer)
+    return lambda texts: [approx_tokens(text) for text in texts]
+
+
 def token_lengths(records: Sequence[AlpacaRecord], tokenizer: str | None = None,
                   cutoff: int = DEFAULT_CUTOFF_LEN) -> TokenLengths:
-    if tokenizer:
-        count = load_counter(tokenizer)
-        instruction = count([r.instruction for r in records])
-        output = count([r.output for r in records])
-        method, exact = display_name(tokenizer), True
-    else:
-        instruction = [approx_tokens(r.instruction) for r in records]
-        output = [approx_tokens(r.output) for r in records]
-        method, exact = TOKEN_APPROXIMATION, False
+    """The corpus's lengths and how many records (instruction + output) exceed `cutoff`: the
+    one figure the report and the card give against `--cutoff-len`."""
+    count = counter_for(tokenizer)
+    instruction = count([r.instruction for r in records])
+    output = count([r.output for r in records])
+    method, exact = (display_name(tokenizer), True) if tokenizer else (TOKEN_APPROXIMATION, False)
     return TokenLengths(
         method=method, exact=exact, cutoff=cutoff,
         instruction=distribution(instruction), output=distribution(output),

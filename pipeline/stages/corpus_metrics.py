@@ -7,17 +7,15 @@
   with this definition, so a reader knows how much to trust them.
 - Block share: the retrieved-experience block's characters over the instruction's characters,
   per record.
-- Lengths: instruction characters and an estimate in tokens (characters / 4, the conservative
-  estimate used for budgets) against a training cutoff (`--cutoff-len`, default 8192).
+- Lengths: instruction characters. Token lengths against the training cutoff (`--cutoff-len`)
+  are pipeline/formats/token_lengths.py's, the same figure the card gives.
 """
 
-import math
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from skillsft.pipeline.formats.render import BLOCK_TITLE
-from skillsft.pipeline.formats.token_lengths import CHARS_PER_TOKEN, DEFAULT_CUTOFF_LEN
 
 OVERLAP_WORDS = 3
 _STOP = frozenset(re.findall(r"\w+", (
@@ -115,17 +113,9 @@ class InstructionLengths:
     block_share_max: float
     chars_p50: int
     chars_max: int
-    tokens_max: int
-    cutoff_len: int
-    over_cutoff: int
 
 
-def estimate_tokens(text: str) -> int:
-    return math.ceil(len(text) / CHARS_PER_TOKEN)
-
-
-def instruction_lengths(instructions: Sequence[str],
-                        cutoff_len: int = DEFAULT_CUTOFF_LEN) -> InstructionLengths:
+def instruction_lengths(instructions: Sequence[str]) -> InstructionLengths:
     shares = [len(experience_block(t)) / len(t) for t in instructions if t]
     chars = sorted(len(t) for t in instructions)
     return InstructionLengths(
@@ -134,7 +124,4 @@ def instruction_lengths(instructions: Sequence[str],
         block_share_max=round(max(shares), 4) if shares else 0.0,
         chars_p50=chars[len(chars) // 2] if chars else 0,
         chars_max=chars[-1] if chars else 0,
-        tokens_max=math.ceil(chars[-1] / CHARS_PER_TOKEN) if chars else 0,
-        cutoff_len=cutoff_len,
-        over_cutoff=sum(1 for t in instructions if estimate_tokens(t) > cutoff_len),
     )

@@ -18,7 +18,6 @@ The offline teacher answers from the request's context (pipeline/teacher/offline
 the goal, the whole trajectory so far, the environment's action tables and the shown skills.
 """
 
-import math
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -26,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from skillsft.pipeline.formats.conversations import LayoutError, RenderOptions, TurnDraft
 from skillsft.pipeline.formats.render import BlockOptions, render_block
+from skillsft.pipeline.formats.token_lengths import estimate_tokens
 from skillsft.pipeline.stages.result import StageResult, stage_counts
 from skillsft.pipeline.stages.skill_selection import (
     LexicalScorer,
@@ -52,7 +52,6 @@ if TYPE_CHECKING:
 
 KIND = "distill"
 PROMPT_VERSION = "distill-v2"
-CHARS_PER_TOKEN = 4  # a rough, deliberately conservative estimate for budgeting windows
 
 TrajectoryRecord = TrajectorySet | SearchTrajectorySet
 
@@ -77,10 +76,6 @@ class Window:
     start: int
     stop: int
     context_start: int
-
-
-def estimate_tokens(text: str) -> int:
-    return math.ceil(len(text) / CHARS_PER_TOKEN)
 
 
 def split_windows(costs: Sequence[int], budget: int, overlap: int) -> list[Window]:

@@ -25,6 +25,7 @@ import orjson
 from skillsft.pipeline.envs import EnvSpec
 from skillsft.pipeline.envs.prompt_profiles import PromptProfile
 from skillsft.pipeline.formats.record_files import as_trajectory_record
+from skillsft.pipeline.formats.token_lengths import CHARS_PER_TOKEN
 from skillsft.pipeline.options import Opt
 from skillsft.pipeline.stages.result import StageResult, stage_counts
 from skillsft.pipeline.teacher.base import (
@@ -54,7 +55,6 @@ from skillsft.schemas.trajectory import SearchTrajectorySet, TrajectorySet
 MEMORY_KIND = "memory"
 # Bump when the prompt text below changes: the version is part of every journal key.
 PROMPT_VERSIONS = {MEMORY_KIND: "memory-v3"}
-CHARS_PER_TOKEN = 4  # a conservative estimate, as in distillation
 MIN_MISTAKES_BOUND = 3  # the answer schema admits at least this many mistakes
 STAGE = "memories"
 

@@ -33,6 +33,7 @@ from skillsft.pipeline.formats.token_lengths import (
     DEFAULT_CUTOFF_LEN,
     TOKEN_APPROXIMATION,
     approx_tokens,
+    token_lengths,
 )
 from skillsft.pipeline.options import Opt
 from skillsft.pipeline.stages.corpus_metrics import instruction_lengths, skill_use
@@ -353,10 +354,11 @@ def consistency_checks(
 # -- the report -------------------------------------------------------------------------------
 
 
-def skill_use_report(work_dir: Path, instructions: Sequence[str], cutoff_len: int,
+def skill_use_report(work_dir: Path, records: Sequence[AlpacaRecord], cutoff_len: int,
                      selection: str = "") -> SkillUseReport | None:
-    """Skill use from the distilled conversations, lengths from the corpus; None without
-    conversations (an unreadable file is a warning, not a crash)."""
+    """Skill use from the distilled conversations, lengths from the corpus (the card's token
+    lengths: `token_lengths`); None without conversations (an unreadable file is a warning,
+    not a crash)."""
     path = work_dir / DISTILLED_FILE
     try:
         conversations = orjson.loads(path.read_bytes()) if path.is_file() else None
@@ -366,14 +368,15 @@ def skill_use_report(work_dir: Path, instructions: Sequence[str], cutoff_len: in
     if not isinstance(conversations, list):
         return None
     use = skill_use([c for c in conversations if isinstance(c, dict)])
-    lengths = instruction_lengths(instructions, cutoff_len)
+    lengths = instruction_lengths([r.instruction for r in records])
+    tokens = token_lengths(records, cutoff=cutoff_len)
     return SkillUseReport(
         selection=selection, thoughts=use.thoughts, thoughts_with_skills_shown=use.with_block,
         share_naming_a_shown_skill=use.share(use.by_title),
         share_overlapping_a_shown_skill=use.share(use.by_overlap),
         block_share_mean=lengths.block_share_mean, block_share_max=lengths.block_share_max,
-        cutoff_len=cutoff_len, instruction_tokens_max=lengths.tokens_max,
-        records_over_cutoff=lengths.over_cutoff)
+        cutoff_len=cutoff_len, instruction_tokens_max=int(tokens.instruction.max),
+        records_over_cutoff=tokens.over_cutoff)
 
 
 def selection_of(details: Sequence[StageDetail]) -> str:
@@ -428,7 +431,7 @@ def build_report(work_dir: str | Path, env: str,
         checks=consistency_checks(work_dir, env, len(corpus.items), stages, provenance, rows),
         warnings=warnings,
         smoke_test=offline,
-        skill_use=skill_use_report(work_dir, [r.instruction for r in corpus.items], cutoff_len,
+        skill_use=skill_use_report(work_dir, corpus.items, cutoff_len,
                                    selection_of(stage_details)),
     )
     return RunReport(
@@ -558,7 +561,8 @@ def render_report_md(report: RunReport) -> str:
              f"{u.share_overlapping_a_shown_skill:.1%}"),
             ("experience block / instruction, mean (max)",
              f"{u.block_share_mean:.1%} ({u.block_share_max:.1%})"),
-            (f"records over --cutoff-len {u.cutoff_len} (tokens = chars / 4)",
+            (f"records over --cutoff-len {u.cutoff_len} (instruction + output tokens, "
+             "approximated as above)",
              f"{u.records_over_cutoff} (longest {u.instruction_tokens_max})"),
         )))
         out.append("")

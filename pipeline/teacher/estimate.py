@@ -27,6 +27,7 @@ from typing import Any
 import orjson
 from pydantic import BaseModel
 
+from skillsft.pipeline.formats.token_lengths import CHARS_PER_TOKEN
 from skillsft.pipeline.teacher.base import BatchStats, TeacherRequest, TeacherResult
 from skillsft.pipeline.teacher.batch.conversation import follow
 from skillsft.pipeline.teacher.journal import Journal
@@ -35,7 +36,6 @@ from skillsft.pipeline.teacher.openai.teacher import OpenAITeacher
 from skillsft.pipeline.teacher.pricing import BATCH_DISCOUNT, PriceTable
 from skillsft.pipeline.teacher.settings import TeacherSettings
 
-CHARS_PER_TOKEN = 4
 TOKEN_COUNT_METHOD = (
     "input tokens = characters of each rendered request's messages (as JSON) / 4, not the "
     "model's tokenizer; output tokens = size of a stand-in answer / 4 (re-asks and hidden "

@@ -151,11 +151,10 @@ def test_block_share_and_cutoff_on_hand_made_instructions() -> None:
     block = "## Retrieved Relevant Experience\n\n### General Principles\n- **A**: b."
     instruction = f"Header\n\n{block}\n\n## Current Progress\n\n" + "x" * 100
     assert experience_block(instruction) == block
-    lengths = instruction_lengths([instruction], cutoff_len=50)
+    lengths = instruction_lengths([instruction])
     assert lengths.block_share_mean == pytest.approx(len(block) / len(instruction), abs=1e-3)
-    both = instruction_lengths([instruction, "y" * 400], cutoff_len=50)
-    assert both.over_cutoff == 1 and both.tokens_max == 100 and both.block_share_max == (
-        lengths.block_share_mean)
+    both = instruction_lengths([instruction, "y" * 400])
+    assert both.chars_max == 400 and both.block_share_max == lengths.block_share_mean
 
 
 def test_an_embeddings_failure_names_the_endpoint_without_its_secret(tmp_path: Path) -> None:
