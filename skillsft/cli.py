@@ -36,7 +36,6 @@ from skillsft.schemas.stages import STAGE_NAMES
 from skillsft.tasks.base import StageTask, input_signatures_frozen, walk_graph
 from skillsft.tasks.failures import CONFIGURATION_ERRORS, clear_failure, read_failure
 from skillsft.tasks.summary import print_summary
-from skillsft.tasks.teacher import FORCED_STAGES_VARIABLE
 
 _OK = {LuigiStatusCode.SUCCESS, LuigiStatusCode.SUCCESS_WITH_RETRY}
 
@@ -226,7 +225,6 @@ def build_graph(root: luigi.Task, args: argparse.Namespace,
         if task.task_id in retried:
             print(f"skillsft: {task.stage_name()} had {task.output().teacher_failures()} failed "
                   "teacher requests last time; retrying them (answered ones come from the journal)")
-    os.environ[FORCED_STAGES_VARIABLE] = ",".join(args.force)
     dirty = downstream_of(graph, forced | retried)
     pending = pending_tasks(root, graph, dirty)
     if not args.dry_run:

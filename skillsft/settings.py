@@ -104,7 +104,8 @@ def resolve_teacher(args: argparse.Namespace, environ: Mapping[str, str]) -> Tea
     shown = {args.command: models[own]} if own else {
         stage: models[f"{stage}_model"] for stage in ("memory", "aggregate", "distill")}
     print(f"skillsft: {announce(resolved, 'this run', shown)}")
-    return TeacherPlan.public(resolved, models, os.environ, **batch_run(args, resolved))
+    return TeacherPlan.public(resolved, models, os.environ, **batch_run(args, resolved),
+                              forced_stages=tuple(getattr(args, "force", None) or ()))
 
 
 TEACHER_STAGES = CORPUS_TEACHER_STAGES  # what --batch may name

@@ -29,9 +29,6 @@ from skillsft.schemas.stages import STAGES
 from skillsft.tasks.options_param import OptionsParameter
 
 CHUNK_WINDOWS = 4  # with --max-cost, a live stage checks the spend every 4 x concurrency calls
-# The stages the command was told to --force, handed to the workers (they retry every earlier
-# teacher failure of those stages once more).
-FORCED_STAGES_VARIABLE = "SKILLSFT_FORCED_STAGES"
 # A task's stage -> (the teacher's stage name, the fingerprint name of its model).
 TEACHER_STAGES: dict[str, tuple[str, str]] = {
     stage.name: (stage.teacher, stage.model) for stage in STAGES if stage.teacher}
@@ -55,6 +52,9 @@ class TeacherPlan(BaseModel):
     models: dict[str, str] = Field(default_factory=dict)
     # How this command runs its teacher; never what is asked, so never in a fingerprint.
     batch_stages: tuple[str, ...] = ()
+    # The stages the command was told to --force: they retry every earlier teacher failure
+    # once more.
+    forced_stages: tuple[str, ...] = ()
     batch_wait: bool = False
     batch_poll: float = 30.0
     max_cost: float | None = None
@@ -104,10 +104,9 @@ class TeacherPlan(BaseModel):
         env = os.environ if environ is None else environ
         key = next((env[v] for v in FIELD_VARIABLES["api_key"] if env.get(v)), None)
         url = full_base_url(self.settings.base_url or "", self.base_url_digest, env) or None
-        forced = stage in env.get(FORCED_STAGES_VARIABLE, "").split(",")
         return self.settings.model_copy(update={
             "api_key": SecretStr(key) if key else None, "base_url": url,
-            "model": self.model_for(stage) or None, "retry_forced": forced,
+            "model": self.model_for(stage) or None, "retry_forced": stage in self.forced_stages,
         })
 
 

@@ -16,10 +16,10 @@ import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Annotated, Protocol
+from typing import TYPE_CHECKING, Annotated, Protocol, cast
 
 from skillsft.pipeline.formats.render import BlockOptions, render_block
-from skillsft.pipeline.options import Opt
+from skillsft.pipeline.options import Opt, declared, from_values
 from skillsft.schemas.skill_bank import Skill, SkillBank
 
 if TYPE_CHECKING:
@@ -55,13 +55,10 @@ class SkillSelection:
 
     @classmethod
     def from_params(cls, params: dict[str, str]) -> "SkillSelection":
-        """From a distill manifest's parameters (absent in category mode: the default)."""
-        if params.get("skills", "category") == "category":
-            return cls()
-        return cls(mode=params["skills"], top_k=int(params.get("top_k_skills", 6)),
-                   threshold=float(params.get("skill_threshold", 0.4)),
-                   max_block_chars=int(params.get("max_block_chars", 6000)),
-                   embedding_model=params.get("embedding_model", ""))
+        """From a distill manifest's parameters: its shaping values as text, by option name
+        (absent in category mode: the default). Names, types and defaults are the fields'."""
+        given = {d.name: d.type(params[d.name]) for d in declared(cls) if d.name in params}
+        return cast(SkillSelection, from_values(cls, given))
 
     def describe(self) -> str:
         """One line for the report and the dataset card."""
