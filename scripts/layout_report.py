@@ -6,8 +6,9 @@
 Cycles: an import graph is built with `ast` (no module is imported) over pipeline/, tasks/,
 schemas/ and skillsft/, with every `import`/`from ... import` of a `skillsft.*` module as an
 edge to the module it names (`from pkg import name` points at `pkg.name` when that is a module,
-else at `pkg`); imports inside functions count, imports under `if TYPE_CHECKING:` count only
-with `--typing`. A cycle is a strongly connected component of more than one module.
+else at `pkg`), and to the packages above it that the importer is outside of (their
+`__init__.py` runs first); imports inside functions count, imports under `if TYPE_CHECKING:`
+count only with `--typing`. A cycle is a strongly connected component of more than one module.
 
 Flags: for each name (`history`, `rollout_dir`), the files under those folders that mention it
 in one of these representations, and which ones they are:
@@ -73,7 +74,16 @@ def imports_of(path: Path, name: str, is_package: bool, modules: set[str],
             visit(child)
 
     visit(ast.parse(path.read_text(), filename=str(path)))
-    return {target for target in targets if target in modules and target != name}
+    found = {target for target in targets if target in modules and target != name}
+    # Importing `a.b.c` runs `a/b/__init__.py` first: from outside package `a.b`, that is an
+    # edge to it too (a submodule importing a sibling is not: its package is already loading).
+    return found | {package for target in found for package in _packages_of(target)
+                    if package in modules and not (name + ".").startswith(package + ".")}
+
+
+def _packages_of(module: str) -> list[str]:
+    parts = module.split(".")
+    return [".".join(parts[:end]) for end in range(2, len(parts))]
 
 
 def import_graph(root: Path, typing: bool = False) -> dict[str, set[str]]:

@@ -81,6 +81,26 @@ def test_the_cycle_finder_sees_cycles_and_ignores_chains() -> None:
     assert report.cycles({"a": {"b"}, "b": set()}) == []
 
 
+def test_a_cycle_through_a_package_init_is_a_cycle(tmp_path: Path) -> None:
+    """`from skillsft.pipeline.a.x import f` runs a/__init__.py first: if that imports the
+    importer back, importing either fails (a partially initialised module)."""
+    for name, text in {
+        "pipeline/a/__init__.py": "from skillsft.pipeline.b.m import g\n",
+        "pipeline/a/x.py": "def f(): ...\n",
+        "pipeline/b/__init__.py": "",
+        "pipeline/b/m.py": "from skillsft.pipeline.a.x import f\ndef g(): ...\n",
+        "pipeline/c/__init__.py": "from skillsft.pipeline.c import y\n",
+        "pipeline/c/y.py": "from skillsft.pipeline.c.z import h\n",
+        "pipeline/c/z.py": "def h(): ...\n",
+    }.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    report = load_layout_report()
+    # a package importing its own submodules, and they their siblings, is no cycle
+    assert report.cycles(report.import_graph(tmp_path)) == [
+        ["skillsft.pipeline.a", "skillsft.pipeline.b.m"]]
+
+
 def test_the_environment_registry_does_not_import_stages_or_tasks() -> None:
     """Environments are data for the stages; the stages import them, never the reverse."""
     report = load_layout_report()
@@ -156,10 +176,13 @@ def loose_modules(graph: dict[str, set[str]]) -> list[str]:
 
 
 def up_imports(graph: dict[str, set[str]]) -> list[tuple[str, str]]:
-    """(importer, imported) where the imported module's layer is above the importer's."""
+    """(importer, imported) where the imported module's layer is above the importer's. The
+    edge to a package that only stands for one of its submodules (see layout_report) is left
+    out: the submodule's edge names the import."""
     return sorted((module, target) for module, targets in graph.items()
                   for target in targets
-                  if (rank(module) or 0) < (rank(target) or 0))
+                  if (rank(module) or 0) < (rank(target) or 0)
+                  and not any(other.startswith(target + ".") for other in targets))
 
 
 def test_the_graph_sees_our_modules_and_their_imports() -> None:

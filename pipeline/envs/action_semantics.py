@@ -77,3 +77,13 @@ class ActionSemantics:
 
 def rx(pattern: str) -> re.Pattern[str]:
     return re.compile(pattern, re.IGNORECASE)
+
+
+def match_rule(action: str, semantics: ActionSemantics
+               ) -> tuple[ActionRule, dict[str, str]] | None:
+    """The first rule whose pattern matches the whole action, with its named groups."""
+    for rule in semantics.rules:
+        found = rule.pattern.match(action.strip())
+        if found:
+            return rule, {k: v for k, v in found.groupdict().items() if v}
+    return None

@@ -23,6 +23,7 @@ from typing import Annotated
 import orjson
 
 from skillsft.pipeline.envs import EnvSpec
+from skillsft.pipeline.envs.action_semantics import match_rule
 from skillsft.pipeline.envs.prompt_profiles import PromptProfile
 from skillsft.pipeline.formats.record_files import as_trajectory_record
 from skillsft.pipeline.formats.token_lengths import CHARS_PER_TOKEN
@@ -31,9 +32,6 @@ from skillsft.pipeline.stages.result import StageResult, stage_counts
 from skillsft.pipeline.teacher.base import (
     Teacher,
     TeacherRequest,
-)
-from skillsft.pipeline.teacher.offline.causal import (
-    match_rule,
 )
 from skillsft.schemas import Reject
 from skillsft.schemas.answer_bounds import bounded_answer_model

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from string import Formatter
 
-from skillsft.pipeline.envs.action_semantics import ActionRule, ActionSemantics
+from skillsft.pipeline.envs.action_semantics import ActionRule, ActionSemantics, match_rule
 
 _INSTANCE_SUFFIX = re.compile(r"\s+\d+$")
 _FORMATTER = Formatter()
@@ -80,15 +80,6 @@ def _apply_updates(state: dict[str, FieldValue], rule: ActionRule, fields: dict[
         else:
             values = expand(template, fields)
             state[key] = values[0] if values else ""
-
-
-def match_rule(action: str, semantics: ActionSemantics) -> tuple[ActionRule, dict[str, str]] | None:
-    """The first rule whose pattern matches the whole action, with its named groups."""
-    for rule in semantics.rules:
-        found = rule.pattern.match(action.strip())
-        if found:
-            return rule, {k: v for k, v in found.groupdict().items() if v}
-    return None
 
 
 def analyse(
