@@ -33,9 +33,9 @@ from skillsft.pipeline.teacher.settings import RESPONSE_FORMAT_CHOICES
 from skillsft.pipeline.workdir import WorkDir
 from skillsft.run_log import close_log, open_log
 from skillsft.schemas.stages import STAGE_NAMES
+from skillsft.summary import print_summary
 from skillsft.tasks.base import StageTask, input_signatures_frozen, walk_graph
 from skillsft.tasks.failures import CONFIGURATION_ERRORS, clear_failure, read_failure
-from skillsft.tasks.summary import print_summary
 
 _OK = {LuigiStatusCode.SUCCESS, LuigiStatusCode.SUCCESS_WITH_RETRY}
 

@@ -162,6 +162,9 @@ class StageTask(luigi.Task):
     work_dir = luigi.Parameter()
     output_path = luigi.Parameter(default="", significant=False)
     inputs = TaskListParameter(default=())
+    # What the inputs are, in the order skillsft/graph.py passes them, so `compute` reads one
+    # by its name (`input_file("skill_bank")`). A stage reading all its inputs alike names none.
+    input_names: ClassVar[tuple[str, ...]] = ()
 
     # -- what a subclass provides -------------------------------------------------------------
     def compute(self) -> StageOutput:
@@ -184,6 +187,11 @@ class StageTask(luigi.Task):
 
     def input_files(self) -> list[Path]:
         return [Path(target.path) for target in luigi.task.flatten(self.input())]
+
+    def input_file(self, name: str) -> Path:
+        """The file of the input `input_names` calls `name`."""
+        task = self.inputs[self.input_names.index(name)]
+        return Path(luigi.task.flatten(task.output())[0].path)
 
     def to_str_params(self, only_significant: bool = False, only_public: bool = False
                       ) -> dict[str, str]:

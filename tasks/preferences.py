@@ -25,8 +25,7 @@ from skillsft.tasks.teacher import TeacherParameter, build_teacher, scorer_for
 class FromSkillBank(StageTask):
     """A stage reading the skill bank: its one input (the user's file or stage 2's output)."""
 
-    def bank_file(self) -> Path:
-        return Path(luigi.task.flatten(self.input())[0].path)
+    input_names = ("skill_bank",)
 
 
 class PreferencePairs(FromSkillBank):
@@ -57,14 +56,14 @@ class PreferencePairs(FromSkillBank):
     def compute(self) -> StageOutput:
         from skillsft.pipeline.stages.preferences import (
             PreferenceOptions,
-            build_preference_pairs,
+            folder_preference_pairs,
             read_episodes,
         )
         from skillsft.pipeline.stages.skill_bank_io import load_skill_bank
 
         spec = get_env(self.env)
         episodes = read_episodes(spec, self.rollout_dir)
-        bank = load_skill_bank(self.bank_file(), spec)
+        bank = load_skill_bank(self.input_file("skill_bank"), spec)
         teacher = build_teacher(self.teacher, self.stage, Path(self.work_dir))
         options = PreferenceOptions(
             render=self.distill.render,
@@ -72,17 +71,14 @@ class PreferencePairs(FromSkillBank):
             skills=self.distill.skills,
             scorer=scorer_for(self.distill.skills, self.teacher, Path(self.work_dir)),
         )
-        result = build_preference_pairs(episodes.groups, spec, options, teacher, bank)
+        result = folder_preference_pairs(episodes, spec, options, teacher, bank)
         if self.require_pairs and not result.records:
             raise InputError(
                 f"no preference pair from {self.rollout_dir}: pairs need an env with a won and "
                 f"a lost episode that act differently in the same state "
                 f"({result.counts.get('groups_both_outcomes', 0)} of "
-                f"{episodes.counts['groups']} envs have both outcomes)"
+                f"{result.counts['groups']} envs have both outcomes)"
             )
-        # Episodes the rollout folder could not give are listed, but are not candidate pairs.
-        result.rejects[:0] = episodes.rejects
-        result.counts = dict(sorted({**episodes.counts, **result.counts}.items()))
         return StageOutput.of(result, jsonio.dumps_lines(result.records),
                               input_name=str(self.rollout_dir),
                               rejects_name=workdir.REJECTS[self.stage])
@@ -102,7 +98,7 @@ class SkillDocument(FromSkillBank):
         from skillsft.pipeline.stages.skill_document import render_skill_document
 
         spec = get_env(self.env)
-        bank = load_skill_bank(self.bank_file(), spec)
+        bank = load_skill_bank(self.input_file("skill_bank"), spec)
         return StageOutput(payload=render_skill_document(bank, spec).encode(),
                            counts={"general_skills": len(bank.general_skills),
                                    "category_skills": sum(map(len,

@@ -170,7 +170,7 @@ class DistillShard(ShardOf, Distill):
                                   part["positions"])
         if not loaded.records and not loaded.rejects:
             return shard_output(ShardResult(), source, self.worker_mark(), [])
-        bank = load_skill_bank(self.input_files()[1], spec)
+        bank = load_skill_bank(self.input_file("skill_bank"), spec)
         teacher = build_teacher(self.teacher, self.stage, Path(self.work_dir))
         options = replace(self.distill, input_name=source)
         scorer = scorer_for(options.skills, self.teacher, Path(self.work_dir))

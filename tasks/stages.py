@@ -23,7 +23,6 @@ from skillsft.pipeline.stages.distill import DistillOptions
 from skillsft.pipeline.stages.flatten import FlattenOptions
 from skillsft.pipeline.stages.memories import MemoryOptions
 from skillsft.pipeline.stages.outcome import FailureRule
-from skillsft.schemas import Reject
 from skillsft.tasks.base import StageOutput, StageTask, rejects_lines, signature_of_tree
 from skillsft.tasks.options_param import OptionsParameter, TaskListParameter
 from skillsft.tasks.shard_merge import merge_shards
@@ -68,6 +67,7 @@ class ShardedStage(StageTask):
 class GenerateMemories(ShardedStage):
     stage = "memories"
     output_name = workdir.MEMORIES
+    input_names = ("trajectories",)
     teacher = TeacherParameter()
     memories = OptionsParameter(MemoryOptions)
     failure = OptionsParameter(FailureRule)
@@ -82,7 +82,7 @@ class GenerateMemories(ShardedStage):
 
         if self.shard_tasks:
             return merge_shards(self, workdir.REJECTS["memories"])
-        source = self.input_files()[0]
+        source = self.input_file("trajectories")
         loaded = load_records(source, TRAJECTORIES, self.stage)
         teacher = build_teacher(self.teacher, self.stage, Path(self.work_dir))
         options = replace(self.memories, input_name=str(source))
@@ -121,10 +121,7 @@ class AggregateSkillBank(StageTask):
         try:
             result = aggregate_memories(loaded.records, spec, self.aggregate, teacher)
         except AggregationError as error:
-            failed = [Reject(stage=self.stage, file=inputs, reason="teacher_error",
-                             step=request_id, detail=f"aggregation call {request_id}: {message}")
-                      for request_id, message in error.failed]
-            lines = rejects_lines([*loaded.rejects, *failed])
+            lines = rejects_lines([*loaded.rejects, *error.rejects(inputs)])
             return StageOutput(payload=b"", side_files={rejects_name: lines}, failure=error,
                                rejects_name=rejects_name)
         result.absorb_load(loaded)
@@ -138,6 +135,7 @@ class Distill(ShardedStage):
 
     stage = "distill"
     output_name = workdir.DISTILLED
+    input_names = ("trajectories", "skill_bank")
     teacher = TeacherParameter()
     distill = OptionsParameter(DistillOptions)
     failure = OptionsParameter(FailureRule)
@@ -154,20 +152,21 @@ class Distill(ShardedStage):
         if self.shard_tasks:
             return merge_shards(self, workdir.REJECTS["distill"])
         spec = get_env(self.env)
-        *inputs, bank_path = self.input_files()
-        loaded = load_records(inputs[0], TRAJECTORIES, self.stage)
-        bank = load_skill_bank(bank_path, spec)
+        source = self.input_file("trajectories")
+        loaded = load_records(source, TRAJECTORIES, self.stage)
+        bank = load_skill_bank(self.input_file("skill_bank"), spec)
         teacher = build_teacher(self.teacher, self.stage, Path(self.work_dir))
-        options = replace(self.distill, input_name=str(inputs[0]))
+        options = replace(self.distill, input_name=str(source))
         scorer = scorer_for(options.skills, self.teacher, Path(self.work_dir))
         result = distill(loaded.records, spec, options, teacher, bank, scorer)
         result.absorb_load(loaded)
-        return StageOutput.of(result, jsonio.dumps(result.records), input_name=str(inputs[0]),
+        return StageOutput.of(result, jsonio.dumps(result.records), input_name=str(source),
                               rejects_name=workdir.REJECTS["distill"])
 
 
 class Flatten(StageTask):
     stage = "flatten"
+    input_names = ("conversations",)
     flatten = OptionsParameter(FlattenOptions)
     failure = OptionsParameter(FailureRule)
 
@@ -180,7 +179,7 @@ class Flatten(StageTask):
         from skillsft.pipeline.stages.flatten import flatten
 
         spec = get_env(self.env)
-        path = self.input_files()[0]
+        path = self.input_file("conversations")
         loaded = load_records(path, CONVERSATIONS, self.stage)
         options = replace(self.flatten, input_name=str(path))
         result = flatten(loaded.records, spec, options)

@@ -35,6 +35,7 @@ from skillsft.pipeline.teacher.base import (
 from skillsft.schemas.answer_bounds import bounded_answer_model
 from skillsft.schemas.memory import Memory
 from skillsft.schemas.memory_answers import MistakesAnswer, SkillsAnswer
+from skillsft.schemas.reject import Reject
 from skillsft.schemas.skill_bank import CommonMistake, Skill, SkillBank
 
 SKILLS_KIND = "aggregate_skills"
@@ -53,6 +54,12 @@ class AggregationError(SkillsftError):
     def __init__(self, message: str, failed: Sequence[tuple[str, str]] = ()) -> None:
         super().__init__(message)
         self.failed = tuple(failed)
+
+    def rejects(self, file: str) -> list[Reject]:
+        """One rejects line per failed call; `file` names the memory files read."""
+        return [Reject(stage="aggregate", file=file, reason="teacher_error", step=request_id,
+                       detail=f"aggregation call {request_id}: {message}")
+                for request_id, message in self.failed]
 
 
 @dataclass(frozen=True)

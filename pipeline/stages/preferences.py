@@ -282,6 +282,22 @@ def stage4_record(spec: "EnvSpec", candidate: Candidate, thought: str,
     return records[-1] if len(records) == len(earlier) + 1 else None
 
 
+def folder_preference_pairs(
+    episodes: EpisodesResult,
+    spec: "EnvSpec",
+    options: PreferenceOptions | None,
+    teacher: Teacher,
+    bank: SkillBank,
+) -> StageResult[PreferencePair]:
+    """`build_preference_pairs` over a rollout folder's episodes (`read_episodes`): the
+    episodes the folder could not give are listed first among the rejects (they are not
+    candidate pairs), and the folder's counts join the stage's."""
+    result = build_preference_pairs(episodes.groups, spec, options, teacher, bank)
+    result.rejects[:0] = episodes.rejects
+    result.counts = dict(sorted({**episodes.counts, **result.counts}.items()))
+    return result
+
+
 def build_preference_pairs(
     groups: Sequence[EpisodeGroup],
     spec: "EnvSpec",
