@@ -7,8 +7,8 @@
   paper retrieves per task; the least similar chosen skills are dropped while the block is
   longer than `max_block_chars`.
 
-Similarity is cosine over embeddings when an embedding model is given (pipeline/teacher/
-embeddings.py, journaled), else a lexical score that needs no network: the share of the task's
+Similarity is cosine over embeddings when an embedding model is given
+(pipeline/teacher/openai/embeddings.py, journaled), else a lexical score that needs no network: the share of the task's
 content words that the skill's text contains (coverage, in [0, 1]).
 """
 

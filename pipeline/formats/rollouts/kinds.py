@@ -2,7 +2,7 @@
 
 ALFWorld and WebShop share `STEP_FORMAT` (env folders of step-format episodes); Search uses
 `SEARCH_FORMAT` (one question per file, any depth). An `EnvSpec` names its format and its
-success reward; `pipeline.parse.parse_rollouts` drives either one the same way:
+success reward; `stages.parse.parse_rollouts` drives either one the same way:
 
     discover(rollout_dir, counts) -> groups       main process, sorted, cheap
     parse_group(job) -> GroupResult               worker process, one folder at a time
