@@ -8,8 +8,8 @@
   longer than `max_block_chars`.
 
 Similarity is cosine over embeddings when an embedding model is given
-(pipeline/teacher/openai/embeddings.py, journaled), else a lexical score that needs no network: the share of the task's
-content words that the skill's text contains (coverage, in [0, 1]).
+(pipeline/teacher/openai/embeddings.py, journaled), else a lexical score that needs no network:
+the share of the task's content words that the skill's text contains (coverage, in [0, 1]).
 """
 
 import math
