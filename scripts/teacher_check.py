@@ -3,7 +3,7 @@
     python scripts/teacher_check.py WORK_DIR ENV
 
 Prints one JSON object: turns and distinct thoughts, thoughts that contradict the observation
-they follow (pipeline/teacher/offline/thought_checks.py), skill-bank sizes per section,
+they follow (scripts/thought_claims.py), skill-bank sizes per section,
 placeholders left in the bank, the experience block's share of the instruction, instruction
 lengths against the cutoff, and the share of thoughts applying a shown skill
 (pipeline/stages/corpus_metrics.py says how).
@@ -15,13 +15,14 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+from thought_claims import find_contradictions  # beside this script
+
 from skillsft.pipeline.envs import get_env
 from skillsft.pipeline.envs.prompt_profiles import bracketed_placeholders
 from skillsft.pipeline.formats.conversations import RenderOptions
 from skillsft.pipeline.formats.record_files import TRAJECTORIES, load_records
 from skillsft.pipeline.formats.token_lengths import token_lengths
 from skillsft.pipeline.stages.corpus_metrics import instruction_lengths, skill_use, thoughts_of
-from skillsft.pipeline.teacher.offline.thought_checks import find_contradictions
 from skillsft.schemas.conversation import AlpacaRecord
 
 

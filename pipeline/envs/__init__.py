@@ -2,10 +2,10 @@
 
 Each environment is one module holding its spec and all of its data (alfworld.py, webshop.py,
 search.py); the types they fill in and the machinery that reads them are shared (spec.py,
-categories.py, action_semantics.py, prompt_profiles.py, postchecks.py, text_turns.py,
-dump_kind.py, thought_checks.py). Stage and task code looks an environment up here by name and
-never branches on it, so a fourth environment is one new module and one line in `ENVS`
-(tests/envs/test_fourth_env.py registers one from a test module).
+categories.py, action_semantics.py, prompt_profiles.py, text_turns.py, dump_kind.py; the turn
+post-checks are pipeline/formats/postchecks.py). Stage and task code looks an environment up
+here by name and never branches on it, so a fourth environment is one new module and one line
+in `ENVS` (tests/envs/test_fourth_env.py registers one from a test module).
 """
 
 from skillsft.pipeline.envs import alfworld, search, webshop

@@ -1,6 +1,7 @@
 """The offline teacher's thoughts: never contradicting the observation, varying with the
 situation, on every turn of the bundled samples and of the shared sample rollouts."""
 
+import importlib.util
 import re
 from collections import Counter
 from pathlib import Path
@@ -14,10 +15,23 @@ from skillsft.pipeline.stages.corpus_metrics import thoughts_of
 from skillsft.pipeline.stages.distill import DistillOptions, distill
 from skillsft.pipeline.stages.parse import parse_rollouts
 from skillsft.pipeline.teacher.offline import OfflineTeacher
-from skillsft.pipeline.teacher.offline.thought_checks import find_contradictions
 from skillsft.schemas.skill_bank import SkillBank
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "rollouts"
+REPO_ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = REPO_ROOT / "examples" / "rollouts"
+
+
+def _load_thought_claims():
+    """scripts/thought_claims.py, the claim-by-claim check (a script, not part of the package)."""
+    spec = importlib.util.spec_from_file_location("thought_claims",
+                                                  REPO_ROOT / "scripts" / "thought_claims.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+find_contradictions = _load_thought_claims().find_contradictions
 SHARED = {"alfworld": "alfworld-sample", "webshop": "webshop-react-sample"}
 
 

@@ -4,7 +4,7 @@ A thought is an opening that reads the current observation (what is here, what j
 and a reason for the action that depends on the agent's state: what it holds (from the
 environment's action tables), whether the goal's object is in sight, whether a place was seen
 before, what earlier searches returned. Nothing it says may contradict the observation
-(thought_checks.py, beside this module, checks every turn of the samples), and two steps in
+(scripts/thought_claims.py checks every turn of the samples), and two steps in
 different situations read differently. It is still a rule-based smoke-test teacher: the corpus
 it writes is labelled as such wherever it appears.
 
