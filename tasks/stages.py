@@ -23,8 +23,7 @@ from skillsft.pipeline.stages.distill import DistillOptions
 from skillsft.pipeline.stages.flatten import FlattenOptions
 from skillsft.pipeline.stages.memories import MemoryOptions
 from skillsft.pipeline.stages.outcome import FailureRule
-from skillsft.schemas import Reject
-from skillsft.tasks.base import StageOutput, StageTask, rejects_lines, signature_of_tree
+from skillsft.tasks.base import StageOutput, StageTask, signature_of_tree
 from skillsft.tasks.options_param import OptionsParameter, TaskListParameter
 from skillsft.tasks.shard_merge import merge_shards
 from skillsft.tasks.teacher import TeacherParameter, build_teacher, scorer_for
@@ -106,7 +105,7 @@ class AggregateSkillBank(StageTask):
 
     def compute(self) -> StageOutput:
         from skillsft.pipeline.formats.skill_bank_io import load_memory_files
-        from skillsft.pipeline.stages.aggregate import AggregationError, aggregate_memories
+        from skillsft.pipeline.stages.aggregate import aggregate_memories
         from skillsft.pipeline.stages.result import StageResult
 
         spec = get_env(self.env)
@@ -118,15 +117,7 @@ class AggregateSkillBank(StageTask):
             empty.absorb_load(loaded)
             return StageOutput.of(empty, b"", input_name=inputs, rejects_name=rejects_name)
         teacher = build_teacher(self.teacher, self.stage, Path(self.work_dir))
-        try:
-            result = aggregate_memories(loaded.records, spec, self.aggregate, teacher)
-        except AggregationError as error:
-            failed = [Reject(stage=self.stage, file=inputs, reason="teacher_error",
-                             step=request_id, detail=f"aggregation call {request_id}: {message}")
-                      for request_id, message in error.failed]
-            lines = rejects_lines([*loaded.rejects, *failed])
-            return StageOutput(payload=b"", side_files={rejects_name: lines}, failure=error,
-                               rejects_name=rejects_name)
+        result = aggregate_memories(loaded.records, spec, self.aggregate, teacher)
         result.absorb_load(loaded)
         (bank,) = result.records
         return StageOutput.of(result, jsonio.dumps(bank.model_dump(mode="json", exclude_none=True)),

@@ -22,6 +22,7 @@ import math
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from skillsft.pipeline.formats.conversations import LayoutError, RenderOptions, TurnDraft
@@ -41,6 +42,8 @@ from skillsft.pipeline.teacher.base import (
     TeacherRequest,
     TeacherResult,
 )
+from skillsft.pipeline.teacher.contexts import DistillContext
+from skillsft.pipeline.teacher.kinds import DISTILL
 from skillsft.schemas.conversation import Conversation, ExtraInfo, Turn
 from skillsft.schemas.distill_answers import DistillAnswer, thoughts_answer_model
 from skillsft.schemas.reject import Reject
@@ -50,8 +53,10 @@ from skillsft.schemas.trajectory import SearchTrajectorySet, TrajectorySet
 if TYPE_CHECKING:
     from skillsft.pipeline.envs import EnvSpec
 
-KIND = "distill"
-PROMPT_VERSION = "distill-v2"
+KIND = DISTILL.name
+# The version lives in the kind table (teacher/kinds.py): bump it there when the prompt text
+# below changes, since the version is part of every journal key.
+PROMPT_VERSION = DISTILL.prompt_version
 CHARS_PER_TOKEN = 4  # a rough, deliberately conservative estimate for budgeting windows
 
 TrajectoryRecord = TrajectorySet | SearchTrajectorySet
@@ -164,17 +169,18 @@ def offline_context(
     indices: Sequence[int],
     semantics: Any = None,
     skill_titles: Sequence[str] = (),
-) -> dict[str, Any]:
+) -> DistillContext:
     """What the offline teacher reads to write the thoughts of `indices` (never part of the
-    journal key): the goal, the state so far, and the asked steps."""
+    journal key): the goal, the state so far, and the asked steps. Requests carry the recipe
+    (`partial(offline_context, ...)`), so it is built only when the offline teacher answers."""
     stop = max(indices) + 1
-    return {
-        "goal": goal,
-        "history": [{"observation": d.observation, "action": d.action} for d in drafts[:stop]],
-        "complete": stop == len(drafts),
-        "semantics": semantics,
-        "skill_titles": tuple(skill_titles),
-        "steps": [
+    return DistillContext(
+        goal=goal,
+        history=tuple({"observation": d.observation, "action": d.action} for d in drafts[:stop]),
+        complete=stop == len(drafts),
+        semantics=semantics,
+        skill_titles=tuple(skill_titles),
+        steps=tuple(
             {
                 "index": i,
                 "observation": drafts[i].observation,
@@ -182,8 +188,8 @@ def offline_context(
                 "synthetic": drafts[i].synthetic,
             }
             for i in indices
-        ],
-    }
+        ),
+    )
 
 
 def plan_requests(
@@ -209,18 +215,15 @@ def plan_requests(
             steps[window.start : window.stop],
             indices,
         )
-        context = offline_context(goal, drafts, indices, semantics, skill_titles)
         requests.append(
-            TeacherRequest(
-                request_id=f"{trajectory_id}#w{number}" if len(windows) > 1 else trajectory_id,
-                kind=KIND,
-                messages=(
+            DISTILL.request(
+                f"{trajectory_id}#w{number}" if len(windows) > 1 else trajectory_id,
+                (
                     {"role": "system", "content": SYSTEM_PROMPT},
                     {"role": "user", "content": text},
                 ),
+                context=partial(offline_context, goal, drafts, indices, semantics, skill_titles),
                 answer_model=thoughts_answer_model(tuple(indices)),
-                prompt_version=PROMPT_VERSION,
-                offline_context=context,
             )
         )
     return requests

@@ -35,7 +35,7 @@ from skillsft.pipeline.formats.render import BLOCK_TITLE
 from skillsft.pipeline.options import Opt
 from skillsft.pipeline.skill_selection import SkillSelection
 from skillsft.pipeline.stages.result import INPUTS, OUTPUTS, REJECTED
-from skillsft.pipeline.teacher.pricing import PRICES_AS_OF
+from skillsft.pipeline.teacher.pricing import prices_source
 from skillsft.schemas.base import OpenModel
 from skillsft.schemas.conversation import AlpacaRecord
 from skillsft.schemas.reject import Reject
@@ -544,8 +544,8 @@ def render_report_md(report: RunReport) -> str:
               m.reused_prompt_tokens + m.reused_completion_tokens, money(m.reused_cost_usd)]
              for m in d.models)))
         out += ["", "`cost` was paid by the run that made each output; `reused` answers came "
-                "from the journal, paid by an earlier run: the corpus cost both. Prices: the "
-                f"built-in table as of {PRICES_AS_OF} unless `--prices` overrode it."]
+                "from the journal, paid by an earlier run: the corpus cost both. Prices: "
+                f"`--prices` where it names the model, else {prices_source()}."]
     else:
         out.append("No teacher calls recorded.")
     out.append("")

@@ -21,7 +21,7 @@ from skillsft.pipeline.placeholders import (
     planning_pattern,
     register_values,
 )
-from skillsft.pipeline.stages.memories import MemoryContext
+from skillsft.pipeline.teacher.contexts import MemoryContext
 from skillsft.schemas.memory_answers import MemoryAnswer, MistakeAnswer, RefinedStepAnswer
 
 
