@@ -30,7 +30,8 @@ _ITEM = re.compile(r"^\d+\. (\{.*\})$", re.M)
 
 def search_memories(shared_dir: Path, count: int):
     spec = get_env("search")
-    files = sorted((shared_dir / "search").glob("generated_memories*.json"))
+    files = sorted((shared_dir / "data" / "skillrl-memory" / "search").glob(
+        "generated_memories*.json"))
     if not files:
         pytest.skip(f"no released search memories under {shared_dir}")
     return spec, load_memory_files(files, spec).records[:count]

@@ -20,13 +20,18 @@ def journal_lines(teacher) -> list[dict]:
     return [orjson.loads(line) for line in teacher.journal.path.read_bytes().splitlines()]
 
 
+def teacher_for(server, work: Path, **overrides):
+    """A teacher in a forced mode: no probe, so every call counted is a request's."""
+    return make_teacher(server, work, response_format="json_schema", **overrides)
+
+
 def test_cached_prompt_tokens_are_journaled_and_priced_at_the_cached_rate(
         server_factory, tmp_path: Path):
     server = server_factory(cached_prompt_share=0.5)
     price_file = tmp_path / "prices.json"
     price_file.write_text(PRICES)
     requests = toy_requests(5)
-    teacher = make_teacher(server, tmp_path / "work", price_file=str(price_file))
+    teacher = teacher_for(server, tmp_path / "work", price_file=str(price_file))
 
     results, stats = teacher.run_batch(requests, stage="toy")
 
@@ -40,7 +45,7 @@ def test_cached_prompt_tokens_are_journaled_and_priced_at_the_cached_rate(
     assert stats.cost_usd < prompt  # what the old pricing (every prompt token at input) said
 
     # a re-run answers from the journal and prices the reused tokens the same way
-    again, reused = make_teacher(server, tmp_path / "work", price_file=str(price_file)
+    again, reused = teacher_for(server, tmp_path / "work", price_file=str(price_file)
                                  ).run_batch(requests, stage="toy")
     assert reused.calls_from_journal == 5 and reused.reused_cached_prompt_tokens == cached
     assert reused.reused_cost_usd == pytest.approx(stats.cost_usd)
@@ -51,7 +56,7 @@ def test_a_journal_written_before_cached_tokens_still_reads(server_factory, tmp_
     price_file = tmp_path / "prices.json"
     price_file.write_text(PRICES)
     requests = toy_requests(3)
-    first = make_teacher(server, tmp_path, price_file=str(price_file))
+    first = teacher_for(server, tmp_path, price_file=str(price_file))
     first.run_batch(requests, stage="toy")
     old = []
     for record in journal_lines(first):  # as an older skillsft wrote them
@@ -61,7 +66,7 @@ def test_a_journal_written_before_cached_tokens_still_reads(server_factory, tmp_
     first.journal.path.write_bytes(b"\n".join(old) + b"\n")
     calls = server.stats.total
 
-    results, stats = make_teacher(server, tmp_path, price_file=str(price_file)).run_batch(
+    results, stats = teacher_for(server, tmp_path, price_file=str(price_file)).run_batch(
         requests, stage="toy")
 
     assert all(r.ok and r.from_journal for r in results) and server.stats.total == calls
@@ -72,7 +77,7 @@ def test_a_journal_written_before_cached_tokens_still_reads(server_factory, tmp_
 def test_answers_without_usage_are_kept_estimated_and_said_once(
         server_factory, tmp_path: Path, caplog: pytest.LogCaptureFixture):
     server = server_factory(omit_usage=True)
-    teacher = make_teacher(server, tmp_path)
+    teacher = teacher_for(server, tmp_path)
     with caplog.at_level(logging.WARNING, logger="skillsft.teacher"):
         results, stats = teacher.run_batch(toy_requests(4), stage="toy")
 

@@ -5,7 +5,8 @@ offline context (the trajectory data the prompt was rendered from), which is bui
 calling the request's recipe: a live teacher never builds it. The answer is validated against
 the request's answer model exactly like a model's reply, and a missing solver, a solver error,
 a context of the wrong type or an invalid answer is a recorded failure, not a crash, so one odd
-trajectory cannot stop a run. Nothing is paid, so nothing is journaled. """
+trajectory cannot stop a run. Nothing is paid, so nothing is journaled.
+"""
 
 import logging
 from collections.abc import Mapping, Sequence
