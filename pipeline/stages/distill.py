@@ -382,10 +382,11 @@ def collect_thoughts(
     merged: dict[int, str] = {}
     for request_id in item.request_ids:
         result = by_id.get(request_id)
-        if result is None or result.answer is None:
+        answer = DISTILL.answer(result) if result is not None else None
+        if result is None or answer is None:
             why = result.error if result else "no result returned"
             return None, f"request {request_id} failed: {why}"
-        merged.update(result.answer.by_index())
+        merged.update(answer.by_index())
     if sorted(merged) != list(range(len(item.drafts))):
         return None, f"thoughts cover steps {sorted(merged)}, expected 0..{len(item.drafts) - 1}"
     return [merged[i] for i in range(len(item.drafts))], ""

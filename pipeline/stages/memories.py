@@ -342,12 +342,13 @@ def generate_memories(
     memories: list[Memory] = []
     memory_positions: list[int] = []
     for ctx, position, result in zip(contexts, context_positions, results, strict=True):
-        if result.answer is None:
+        answer = MEMORY.answer(result)
+        if answer is None:
             reject(ctx.env_id, ctx.trajectory_index, "teacher_error", result.error or "",
                    position=position, phase=2)
             continue
         try:
-            memory = memory_from_answer(ctx, result.answer, teacher.name)
+            memory = memory_from_answer(ctx, answer, teacher.name)
         except ValueError as exc:
             reject(ctx.env_id, ctx.trajectory_index, "incomplete_answer", str(exc),
                    position=position, phase=2)

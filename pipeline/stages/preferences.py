@@ -226,10 +226,11 @@ def ask_thoughts(
     thoughts: dict[str, str] = {}
     errors: dict[str, str] = {}
     for result in results:
-        if result.answer is None:
+        answer = DISTILL.answer(result)
+        if answer is None:
             errors[result.request_id] = result.error or "no answer"
         else:
-            thoughts[result.request_id] = next(iter(result.answer.by_index().values()))
+            thoughts[result.request_id] = next(iter(answer.by_index().values()))
     return thoughts, errors, stats
 
 

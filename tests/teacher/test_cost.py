@@ -2,6 +2,8 @@
 batch rates, the bundled price data, old journals, answers without usage, bad price files."""
 
 import logging
+import subprocess
+import sys
 from pathlib import Path
 
 import orjson
@@ -136,3 +138,13 @@ def test_a_dated_price_file_with_every_rate_reads(tmp_path: Path):
     batch = PriceTable(rates).for_batch()
     assert batch.cost("a", 1_000_000, 0) == pytest.approx(0.4)
     assert batch.cost("b", 1_000_000, 1_000_000) == pytest.approx(0.3)
+
+
+def test_the_price_data_is_imported_only_when_a_price_is_needed():
+    code = ("import sys, skillsft.cli, skillsft.pipeline.teacher.pricing as p; "
+            "before = 'genai_prices' in sys.modules; "
+            "p.PriceTable().cost('gpt-4o-mini', 1, 1); "
+            "print(before, 'genai_prices' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True)
+    assert done.stdout.split() == ["False", "True"]
