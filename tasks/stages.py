@@ -118,6 +118,8 @@ class AggregateSkillBank(StageTask):
             return StageOutput.of(empty, b"", input_name=inputs, rejects_name=rejects_name)
         teacher = build_teacher(self.teacher, self.stage, Path(self.work_dir))
         result = aggregate_memories(loaded.records, spec, self.aggregate, teacher)
+        # a failed call's rejects name the memory files this run read
+        result.rejects = [r.model_copy(update={"file": inputs}) for r in result.rejects]
         result.absorb_load(loaded)
         (bank,) = result.records
         return StageOutput.of(result, jsonio.dumps(bank.model_dump(mode="json", exclude_none=True)),
