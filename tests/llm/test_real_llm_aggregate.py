@@ -25,8 +25,8 @@ _SUPPORT = re.compile(r'"support"\s*:\s*(-?\d+)')
 
 
 def memories(shared_dir: Path):
-    """Two successes of one category and one failure: two level-0 calls and a merge per
-    skill track, so the merge prompt shows supports the pipeline counted."""
+    """Two successes of one category and one failure: one call per track (general, that
+    category, mistakes), each a few minutes on two busy cores."""
     spec = get_env("search")
     files = sorted((shared_dir / "data" / "skillrl-memory" / "search").glob(
         "generated_memories*.json"))
@@ -51,7 +51,7 @@ def test_aggregation_on_a_real_llm_is_never_blocked_by_a_weak_answer(
         model=MODEL_ALIAS, concurrency=1, max_concurrency=1, max_output_tokens=160,
         timeout=600.0, show_progress=False)
     teacher = OpenAITeacher(settings, tmp_path, "aggregate")
-    options = AggregateOptions(batch_size=2, max_outputs_per_call=1)  # fan-in 2
+    options = AggregateOptions(batch_size=2, max_outputs_per_call=1)
 
     result = aggregate_memories(chosen, spec, options, teacher)  # never raises for an answer
 
