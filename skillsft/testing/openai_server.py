@@ -77,7 +77,9 @@ class ServerConfig:
     budget_spent_first: int = 0  # the first N answers say x-ratelimit-remaining-requests: 0
     # Answer like a reasoning model (REASONING_SHAPES): "think" opens the content with a
     # <think> block, "unopened" only closes one (the template opened it), "field" sends the
-    # thinking as `reasoning_content` beside the content; "" (default) does not think.
+    # thinking as `reasoning_content` beside the content, "field_only" sends everything, the
+    # drafted answer too, as `reasoning_content` and no content (a model that never stopped
+    # thinking, as vLLM's reasoning parser reports it); "" (default) does not think.
     reasoning: str = ""
     # Prompt caching: this share of each prompt's tokens reported as
     # usage.prompt_tokens_details.cached_tokens (as providers with prompt caching do).
@@ -270,7 +272,8 @@ def chat_completion(
     if config.reasoning:
         message = reasoning_message(config.reasoning, content, content_hash)
     prompt_tokens = count_prompt_tokens(body)
-    completion_tokens = max(1, len(message["content"] + message.get("reasoning_content", "")) // 4)
+    completion_tokens = max(1, len((message["content"] or "") + message.get("reasoning_content",
+                                                                             "")) // 4)
     return {
         "id": f"chatcmpl-{content_hash[:12]}-{attempt}",
         "object": "chat.completion",
@@ -297,6 +300,7 @@ REASONING_SHAPES = {
     "think": "<think>{thought}</think>\n\n{answer}",
     "unopened": "{thought}\n</think>\n{answer}",
     "field": "{answer}",
+    "field_only": "",
 }
 
 
@@ -309,6 +313,8 @@ def reasoning_message(shape: str, answer: str, content_hash: str) -> dict[str, A
                "content": REASONING_SHAPES[shape].format(thought=thought, answer=answer)}
     if shape == "field":
         message["reasoning_content"] = thought
+    if shape == "field_only":
+        message.update(content=None, reasoning_content=f"{thought}\n{answer}")
     return message
 
 

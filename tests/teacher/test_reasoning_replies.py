@@ -55,3 +55,16 @@ def test_reasoning_replies_over_http_are_answered_first_time(server_factory, tmp
     else:
         assert all('{"x": 1}' in text and "</think>" in text for text in replies)
         assert all(text.startswith("<think>") == (shape == "think") for text in replies)
+
+
+def test_reasoning_content_is_never_taken_for_the_answer(server_factory, tmp_path: Path):
+    """A model that never stopped thinking: the drafted answer is only in `reasoning_content`,
+    valid as it is, and the content is empty. That is no answer: re-asked, then a failure."""
+    server = server_factory(reasoning="field_only")
+    teacher = make_teacher(server, tmp_path, response_format="json_schema")
+
+    results, stats = teacher.run_batch(toy_requests(2), stage="toy")
+
+    assert not any(r.ok for r in results)
+    assert all(r.error and r.error.startswith("empty:") for r in results)
+    assert stats.failures == {"empty": 2}
