@@ -103,7 +103,7 @@ def _bundled_cost(model: str, prompt: int, completion: int, cached: int, batch: 
     try:
         calculated = module.calc_price(usage, model, genai_request_timestamp=when,
                                        price_context={"processing": "batch"} if batch else None)
-    except LookupError:
+    except (LookupError, ValueError):  # no such model, or no price for these tokens
         return None
     return float(calculated.total_price)
 
