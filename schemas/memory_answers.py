@@ -6,7 +6,9 @@ model can never produce a duplicate or malformed id. Unknown keys are rejected s
 drifts from the schema fails validation (and is retried) rather than being half-read.
 """
 
-from pydantic import Field
+from typing import Any
+
+from pydantic import Field, field_validator
 
 from skillsft.schemas.base import StrictModel
 
@@ -50,12 +52,29 @@ MEMORY_ANSWER_BY_OUTCOME: dict[str, type[MemoryAnswer]] = {
 }
 
 
+def support_hint(value: Any) -> int:
+    """A model's `support` as a hint, never a reason to refuse its answer: the pipeline counts
+    the items a call merged and bounds every support by that count itself (aggregate.py), and
+    a grammar-constrained server may not enforce the schema's `minimum` (llama.cpp does not).
+    Anything that is not a count of at least one reads as 1."""
+    try:
+        return max(1, int(value))
+    except (TypeError, ValueError, OverflowError):
+        return 1
+
+
 class SkillDraft(StrictModel):
     title: str = Field(min_length=1)
     principle: str = Field(min_length=1)
     when_to_apply: str = ""
-    # How many input items this skill summarises; merged drafts add their supports up.
+    # How many input items this skill summarises; merged drafts add their supports up. Read by
+    # `support_hint` and bounded by the stage's own count (the schema sent is unchanged).
     support: int = Field(default=1, ge=1)
+
+    @field_validator("support", mode="before")
+    @classmethod
+    def read_support(cls, value: Any) -> int:
+        return support_hint(value)
 
 
 class SkillsAnswer(StrictModel):
@@ -67,6 +86,11 @@ class MistakeDraft(StrictModel):
     why_it_happens: str = ""
     how_to_avoid: str = Field(min_length=1)
     support: int = Field(default=1, ge=1)
+
+    @field_validator("support", mode="before")
+    @classmethod
+    def read_support(cls, value: Any) -> int:
+        return support_hint(value)
 
 
 class MistakesAnswer(StrictModel):

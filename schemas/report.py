@@ -29,6 +29,10 @@ class UsageCounts(StrictModel):
     reused_prompt_tokens: int = 0
     reused_completion_tokens: int = 0
     reused_cost_usd: float | None = None
+    # Of the prompt tokens above, those the provider served from its prompt cache (billed at
+    # its cached-input rate); 0 in reports written before they were counted.
+    cached_prompt_tokens: int = 0
+    reused_cached_prompt_tokens: int = 0
 
     def add(self, other: "UsageCounts") -> None:
         """Sum another usage into this one; a cost stays known only while every part's is."""
@@ -40,8 +44,8 @@ class UsageCounts(StrictModel):
 
 
 _COUNTS = ("calls_new", "calls_from_journal", "calls_failed", "retryable_failures",
-           "prompt_tokens",
-           "completion_tokens", "reused_prompt_tokens", "reused_completion_tokens")
+           "prompt_tokens", "completion_tokens", "reused_prompt_tokens",
+           "reused_completion_tokens", "cached_prompt_tokens", "reused_cached_prompt_tokens")
 
 
 class TeacherUsage(UsageCounts):

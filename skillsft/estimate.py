@@ -19,7 +19,7 @@ from skillsft.pipeline.teacher.estimate import (
     StageEstimate,
     read_estimates,
 )
-from skillsft.pipeline.teacher.pricing import BATCH_DISCOUNT, PRICES_AS_OF
+from skillsft.pipeline.teacher.pricing import prices_source
 from skillsft.run_log import close_log, open_log
 from skillsft.schemas.stages import TEACHER_STAGES
 from skillsft.tasks.base import input_signatures_frozen
@@ -62,8 +62,8 @@ def estimate_lines(estimates: list[StageEstimate]) -> list[str]:
     if unknown:
         lines.append(f"  no price for model {', '.join(unknown)}: its dollars are unknown; add "
                      "it with --prices FILE")
-    lines.append(f"  prices: built-in table as of {PRICES_AS_OF} unless --prices overrode it; "
-                 f"batch = {BATCH_DISCOUNT:g} x live")
+    lines.append(f"  prices: --prices where it names the model, else {prices_source()}; "
+                 "batch at the Batch API's rates")
     lines.append(f"  {TOKEN_COUNT_METHOD}")
     return lines
 

@@ -23,7 +23,7 @@ from skillsft.pipeline.stages.distill import DistillOptions
 from skillsft.pipeline.stages.flatten import FlattenOptions
 from skillsft.pipeline.stages.memories import MemoryOptions
 from skillsft.pipeline.stages.outcome import FailureRule
-from skillsft.tasks.base import StageOutput, StageTask, rejects_lines, signature_of_tree
+from skillsft.tasks.base import StageOutput, StageTask, signature_of_tree
 from skillsft.tasks.options_param import OptionsParameter, TaskListParameter
 from skillsft.tasks.shard_merge import merge_shards
 from skillsft.tasks.teacher import TeacherParameter, build_teacher, scorer_for
@@ -105,7 +105,7 @@ class AggregateSkillBank(StageTask):
         return {f"prompt/{k}": v for k, v in PROMPT_VERSIONS.items()}
 
     def compute(self) -> StageOutput:
-        from skillsft.pipeline.stages.aggregate import AggregationError, aggregate_memories
+        from skillsft.pipeline.stages.aggregate import aggregate_memories
         from skillsft.pipeline.stages.result import StageResult
         from skillsft.pipeline.stages.skill_bank_io import load_memory_files
 
@@ -118,12 +118,9 @@ class AggregateSkillBank(StageTask):
             empty.absorb_load(loaded)
             return StageOutput.of(empty, b"", input_name=inputs, rejects_name=rejects_name)
         teacher = build_teacher(self.teacher, self.stage, Path(self.work_dir))
-        try:
-            result = aggregate_memories(loaded.records, spec, self.aggregate, teacher)
-        except AggregationError as error:
-            lines = rejects_lines([*loaded.rejects, *error.rejects(inputs)])
-            return StageOutput(payload=b"", side_files={rejects_name: lines}, failure=error,
-                               rejects_name=rejects_name)
+        result = aggregate_memories(loaded.records, spec, self.aggregate, teacher)
+        # a failed call's rejects name the memory files this run read
+        result.rejects = [r.model_copy(update={"file": inputs}) for r in result.rejects]
         result.absorb_load(loaded)
         (bank,) = result.records
         return StageOutput.of(result, jsonio.dumps(bank.model_dump(mode="json", exclude_none=True)),

@@ -11,19 +11,26 @@ All tracks of one level go to the teacher as one batch, so they run concurrently
 
 Ids (`gen_001`, `cle_001`, `err_001`) are assigned here after generation; a category without
 memories gets an empty list and no call.
+
+Two things are never left to the model. `support` (how many items a draft summarises) is
+counted here: each draft's support is bounded by the supports of the items its call merged
+(level-0 items count one each), whatever number the model wrote. And a call that fails for good
+costs its batch, not the run: its items are dropped from that track with a reason (one reject
+line per memory they came from, counted as rejected by the failure rule), the other calls of
+the level go on. Dropping, not carrying the items up unmerged, keeps every merge prompt within
+`batch_size` items and the number of levels bounded.
 """
 
 import math
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Annotated, Any
 
 import orjson
 
 from skillsft.pipeline.envs import EnvSpec
 from skillsft.pipeline.envs.prompt_profiles import BankShape, CountRange, PromptProfile
-from skillsft.pipeline.errors import SkillsftError
 from skillsft.pipeline.options import Opt
 from skillsft.pipeline.stages.bank_checks import check_bank
 from skillsft.pipeline.stages.result import StageResult, stage_counts
@@ -32,28 +39,34 @@ from skillsft.pipeline.teacher.base import (
     Teacher,
     TeacherRequest,
 )
+from skillsft.pipeline.teacher.contexts import AggregateContext
+from skillsft.pipeline.teacher.kinds import AGGREGATE_MISTAKES, AGGREGATE_SKILLS
+from skillsft.pipeline.workdir import MEMORIES
 from skillsft.schemas.answer_bounds import bounded_answer_model
 from skillsft.schemas.memory import Memory
 from skillsft.schemas.memory_answers import MistakesAnswer, SkillsAnswer
 from skillsft.schemas.reject import Reject
 from skillsft.schemas.skill_bank import CommonMistake, Skill, SkillBank
 
-SKILLS_KIND = "aggregate_skills"
-MISTAKES_KIND = "aggregate_mistakes"
-# Bump when the prompt text below changes: the version is part of every journal key.
-PROMPT_VERSIONS = {SKILLS_KIND: "aggregate-skills-v2", MISTAKES_KIND: "aggregate-mistakes-v2"}
+SKILLS_KIND = AGGREGATE_SKILLS.name
+MISTAKES_KIND = AGGREGATE_MISTAKES.name
+_KINDS = {SKILLS_KIND: AGGREGATE_SKILLS, MISTAKES_KIND: AGGREGATE_MISTAKES}
+# The versions live in the kind table (teacher/kinds.py): bump them there when the prompt text
+# below changes, since the version is part of every journal key.
+PROMPT_VERSIONS = {name: kind.prompt_version for name, kind in _KINDS.items()}
 STAGE = "aggregate"
 
 
-class AggregationError(SkillsftError):
-    """A teacher call of the reduction failed, so the bank would silently miss a subtree.
+@dataclass(frozen=True)
+class FailedCall:
+    """A reduction call that failed: its items are left out of its track's section."""
 
-    `failed` holds (request id, error) of every call of the level that failed, so the stage can
-    list each one in its rejects file."""
-
-    def __init__(self, message: str, failed: Sequence[tuple[str, str]] = ()) -> None:
-        super().__init__(message)
-        self.failed = tuple(failed)
+    request_id: str
+    track: str
+    error: str
+    retryable: bool  # the next run asks again (teacher/failures.py)
+    items: int
+    memories: frozenset[int]  # indexes of the memories the items came from
 
     def rejects(self, file: str) -> list[Reject]:
         """One rejects line per failed call; `file` names the memory files read."""
@@ -88,17 +101,7 @@ class Track:
     items: tuple[dict[str, Any], ...]
     count: CountRange = CountRange(5, 5)  # how many entries the section should end with
     rule: str = ""  # what sets this section apart, for the prompt
-
-
-@dataclass(frozen=True)
-class AggregateContext:
-    """One reduction call: the offline teacher merges `items` from this alone."""
-
-    track: str
-    level: int
-    items: tuple[dict[str, Any], ...]
-    max_outputs: int
-    placeholder_words: dict[str, str] = field(default_factory=dict)
+    sources: tuple[int, ...] = ()  # per item, the index of the memory it came from
 
 
 def planned_calls(n_items: int, options: AggregateOptions) -> int:
@@ -187,18 +190,15 @@ def build_request(track: Track, level: int, batch: int, items: Sequence[dict[str
     lines = "\n".join(render_item(i + 1, item, options.item_chars) for i, item in enumerate(items))
     user = _USER.format(environment=environment, scope=track.scope, items=lines)
     max_outputs = track.count.high if final else options.max_outputs_per_call
-    return TeacherRequest(
-        request_id=f"{track.name}/L{level}/B{batch:04d}",
-        kind=track.kind,
-        messages=({"role": "system", "content": system}, {"role": "user", "content": user}),
-        answer_model=(
-            bounded_answer_model(SkillsAnswer, (("skills", options.max_outputs_per_call),))
-            if track.kind == SKILLS_KIND
-            else bounded_answer_model(MistakesAnswer, (("mistakes", options.max_outputs_per_call),))
-        ),
-        prompt_version=PROMPT_VERSIONS[track.kind],
-        offline_context=AggregateContext(track.name, level, tuple(items), max_outputs,
-                                         dict(words)),
+    kind = _KINDS[track.kind]
+    listed = "skills" if track.kind == SKILLS_KIND else "mistakes"
+    context = AggregateContext(track.name, level, tuple(items), max_outputs, dict(words))
+    return kind.request(
+        f"{track.name}/L{level}/B{batch:04d}",
+        ({"role": "system", "content": system}, {"role": "user", "content": user}),
+        context=lambda: context,
+        answer_model=bounded_answer_model(kind.answer_model,
+                                          ((listed, options.max_outputs_per_call),)),
     )
 
 
@@ -220,11 +220,12 @@ def build_tracks(memories: Sequence[Memory], spec: EnvSpec, shape: BankShape | N
     """
     shape = shape or spec.bank_shape
     noun = spec.prompts.category_noun if spec.prompts else "task category"
-    general: list[dict[str, Any]] = []
-    mistakes: list[dict[str, Any]] = []
-    per_category: dict[str, list[dict[str, Any]]] = {c: [] for c in spec.categories}
+    # per track: (item, index of the memory it came from)
+    general: list[tuple[dict[str, Any], int]] = []
+    mistakes: list[tuple[dict[str, Any], int]] = []
+    per_category: dict[str, list[tuple[dict[str, Any], int]]] = {c: [] for c in spec.categories}
     counts: Counter[str] = Counter()
-    for memory in memories:
+    for index, memory in enumerate(memories):
         category = memory_category(memory, spec)
         outcome = memory.tags.outcome.lower()
         counts[f"{category}:{outcome}"] += 1
@@ -232,78 +233,118 @@ def build_tracks(memories: Sequence[Memory], spec: EnvSpec, shape: BankShape | N
         guidelines = memory.content.strategic_guidelines
         if memory.tags.outcome == "Success" and guidelines.planning_pattern:
             item = {"goal": goal, "pattern": guidelines.planning_pattern}
-            general.append(item)
-            per_category.setdefault(category, []).append(item)
+            general.append((item, index))
+            per_category.setdefault(category, []).append((item, index))
         for mistake in guidelines.mistakes_to_avoid if memory.tags.outcome == "Failure" else ():
-            mistakes.append(mistake.model_dump(include={"trigger_condition", "bad_action"}))
+            mistakes.append(
+                (mistake.model_dump(include={"trigger_condition", "bad_action"}), index))
         if not (guidelines.planning_pattern or guidelines.mistakes_to_avoid):
             counts["memories_without_pattern_or_mistakes"] += 1
-    tracks = [Track("general", SKILLS_KIND, f"general principles for every {noun}",
-                    tuple(general), shape.general,
+
+    def track(name: str, kind: str, scope: str, pairs: list[tuple[dict[str, Any], int]],
+              count: CountRange, rule: str) -> Track:
+        return Track(name, kind, scope, tuple(item for item, _ in pairs), count, rule,
+                     tuple(source for _, source in pairs))
+
+    tracks = [track("general", SKILLS_KIND, f"general principles for every {noun}",
+                    general, shape.general,
                     f"Write general principles that hold for every {noun}, drawn from the "
                     "successes' planning patterns.")]
-    tracks += [Track(f"category:{c}", SKILLS_KIND, f"skills for {spec.label(c)} tasks",
-                     tuple(items), shape.per_category,
+    tracks += [track(f"category:{c}", SKILLS_KIND, f"skills for {spec.label(c)} tasks",
+                     pairs, shape.per_category,
                      f"Write skills specific to {spec.label(c)} tasks, drawn from this "
                      f"{noun}'s successes: what is particular to it, not what holds for "
                      "every task.")
-               for c, items in per_category.items()]
-    tracks.append(Track("mistakes", MISTAKES_KIND, "common mistakes across all tasks",
-                        tuple(mistakes), shape.mistakes,
+               for c, pairs in per_category.items()]
+    tracks.append(track("mistakes", MISTAKES_KIND, "common mistakes across all tasks",
+                        mistakes, shape.mistakes,
                         "Deduplicate and generalise the failures' mistakes into the common "
                         "mistakes of every task."))
     return tracks, counts
 
 
-def _outputs(answer: Any) -> list[dict[str, Any]]:
+def _outputs(answer: SkillsAnswer | MistakesAnswer, items: Sequence[dict[str, Any]]
+             ) -> list[dict[str, Any]]:
+    """The answer's drafts, each support bounded by what the call merged: the items' supports
+    summed (an item without one, a level-0 pattern or mistake, counts one)."""
+    merged = sum(int(item.get("support", 1)) for item in items)
     drafts = answer.skills if isinstance(answer, SkillsAnswer) else answer.mistakes
-    return [d.model_dump() for d in drafts]
+    return [{**d.model_dump(), "support": min(d.support, merged)} for d in drafts]
+
+
+@dataclass
+class _Group:
+    """The items one call of a level merges, and the memories they came from."""
+
+    items: list[dict[str, Any]]
+    memories: frozenset[int]
 
 
 def reduce_tracks(
     tracks: Sequence[Track], environment: str, teacher: Teacher, options: AggregateOptions,
     profile: PromptProfile | None = None,
-) -> tuple[dict[str, list[dict[str, Any]]], BatchStats, dict[str, int]]:
-    """Reduce every track to one answer's drafts, level by level (see module docstring)."""
+) -> tuple[dict[str, list[dict[str, Any]]], BatchStats, dict[str, int], list[FailedCall]]:
+    """Reduce every track to one answer's drafts, level by level (see module docstring); the
+    calls that failed are returned, their items left out."""
     stats = BatchStats(stage=STAGE, model="", cost_usd=0.0, reused_cost_usd=0.0)
     finals: dict[str, list[dict[str, Any]]] = {t.name: [] for t in tracks}
     calls: Counter[str] = Counter()
+    failed: list[FailedCall] = []
     by_name = {t.name: t for t in tracks}
     size = options.batch_size
-    pending = {t.name: [list(t.items[i: i + size]) for i in range(0, len(t.items), size)]
+    pending = {t.name: [_Group(list(t.items[i: i + size]), frozenset(t.sources[i: i + size]))
+                        for i in range(0, len(t.items), size)]
                for t in tracks if t.items}
     level = 0
     while pending:
         keys = [(name, b) for name, groups in pending.items() for b in range(len(groups))]
-        requests = [build_request(by_name[name], level, b, pending[name][b], environment,
+        requests = [build_request(by_name[name], level, b, pending[name][b].items, environment,
                                   options, final=len(pending[name]) == 1, profile=profile)
                     for name, b in keys]
         results, part = teacher.run_batch(requests, stage=STAGE)
         stats.absorb(part)
-        answers: dict[str, list[list[dict[str, Any]]]] = {name: [] for name in pending}
-        failed = [(request.request_id, result.error or "no answer")
-                  for request, result in zip(requests, results, strict=True)
-                  if result.answer is None]
-        if failed:
-            request_id, error = failed[0]
-            raise AggregationError(
-                f"{len(failed)} aggregation call(s) failed, first {request_id}: {error}; re-run "
-                "to retry (finished calls are reused from the teacher journal)", failed)
-        for (name, _), result in zip(keys, results, strict=True):
+        answers: dict[str, list[_Group]] = {name: [] for name in pending}
+        for (name, b), request, result in zip(keys, requests, results, strict=True):
             calls[name] += 1
+            group = pending[name][b]
+            answer = _KINDS[by_name[name].kind].answer(result)
+            if answer is None:
+                failed.append(FailedCall(request.request_id, name, result.error or "no answer",
+                                         result.retryable, len(group.items), group.memories))
+                continue
             limit = by_name[name].count.high if len(pending[name]) == 1 else (
                 options.max_outputs_per_call)
-            answers[name].append(_outputs(result.answer)[:limit])
+            answers[name].append(_Group(_outputs(answer, group.items)[:limit],
+                                        group.memories))
         pending = {}
         for name, outputs in answers.items():
-            if len(outputs) == 1:
-                finals[name] = outputs[0]
+            if len(outputs) <= 1:
+                finals[name] = outputs[0].items if outputs else []
                 continue
             fan_in = options.fan_in
-            pending[name] = [[d for out in outputs[i: i + fan_in] for d in out]
-                             for i in range(0, len(outputs), fan_in)]
+            pending[name] = [
+                _Group([d for out in outputs[i: i + fan_in] for d in out.items],
+                       frozenset().union(*(out.memories for out in outputs[i: i + fan_in])))
+                for i in range(0, len(outputs), fan_in)]
         level += 1
-    return finals, stats, dict(calls)
+    return finals, stats, dict(calls), failed
+
+
+def failure_rejects(failed: Sequence[FailedCall], memories: Sequence[Memory]) -> list[Reject]:
+    """One line per failed call and memory whose items it held: what the bank lacks, and why."""
+    rejects = []
+    for call in failed:
+        again = ("the next run asks again" if call.retryable else
+                 "failed for good; fix the cause and re-run with --force aggregate")
+        for index in sorted(call.memories):
+            memory = memories[index]
+            rejects.append(Reject(
+                stage=STAGE, file=MEMORIES, reason="teacher_error",
+                step=call.request_id, trajectory=memory.memory_id,
+                detail=(f"aggregation call {call.request_id} failed: {call.error[:300]}; its "
+                        f"{call.items} items are left out of the {call.track} section"),
+                hint=again))
+    return rejects
 
 
 def _numbered(prefix: str, index: int) -> str:
@@ -316,13 +357,13 @@ def aggregate_memories(
 ) -> StageResult[SkillBank]:
     """The skill bank (the one record of the result) for validated memories of one
     environment (see skill_bank_io for loading memory files with per-record rejects). Its unit
-    is the memory; a failed teacher call raises `AggregationError`, since a bank missing a
-    subtree would mislead."""
+    is the memory: a memory whose items a failed call held is rejected (listed per call), and
+    the failure rule decides whether the bank may be used."""
     options = options or AggregateOptions()
     shape = options.shape or spec.bank_shape
     tracks, distribution = build_tracks(memories, spec, shape)
-    finals, stats, calls = reduce_tracks(tracks, spec.memory_environment_tag, teacher, options,
-                                         spec.prompts)
+    finals, stats, calls, failed = reduce_tracks(tracks, spec.memory_environment_tag, teacher,
+                                                 options, spec.prompts)
     general = [Skill(skill_id=_numbered("gen", i + 1), title=d["title"], principle=d["principle"],
                      when_to_apply=d["when_to_apply"]) for i, d in enumerate(finals["general"])]
     per_category = {
@@ -358,7 +399,11 @@ def aggregate_memories(
               "general_skills": len(general), "common_mistakes": len(mistakes),
               **{f"skills_{c}": len(s) for c, s in per_category.items()},
               **{k: v for k, v in distribution.items() if ":" not in k}}
-    return StageResult([bank], [], stage_counts(counts, inputs=len(memories), outputs=1,
-                                                rejected=0),
+    rejects = failure_rejects(failed, memories)
+    lost = frozenset().union(*(call.memories for call in failed))
+    if failed:
+        counts["failed_calls"] = len(failed)
+    return StageResult([bank], rejects, stage_counts(counts, inputs=len(memories), outputs=1,
+                                                     rejected=len(lost)),
                        unit="memory records", teacher=[stats],
                        extras={"calls_per_track": calls})

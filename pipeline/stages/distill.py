@@ -21,6 +21,7 @@ the goal, the whole trajectory so far, the environment's action tables and the s
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from skillsft.pipeline.formats.conversations import LayoutError, RenderOptions, TurnDraft
@@ -41,6 +42,8 @@ from skillsft.pipeline.teacher.base import (
     TeacherRequest,
     TeacherResult,
 )
+from skillsft.pipeline.teacher.contexts import DistillContext
+from skillsft.pipeline.teacher.kinds import DISTILL
 from skillsft.schemas.conversation import Conversation, ExtraInfo, Turn
 from skillsft.schemas.distill_answers import DistillAnswer, thoughts_answer_model
 from skillsft.schemas.reject import Reject
@@ -50,8 +53,10 @@ from skillsft.schemas.trajectory import SearchTrajectorySet, TrajectorySet
 if TYPE_CHECKING:
     from skillsft.pipeline.envs import EnvSpec
 
-KIND = "distill"
-PROMPT_VERSION = "distill-v2"
+KIND = DISTILL.name
+# The version lives in the kind table (teacher/kinds.py): bump it there when the prompt text
+# below changes, since the version is part of every journal key.
+PROMPT_VERSION = DISTILL.prompt_version
 
 TrajectoryRecord = TrajectorySet | SearchTrajectorySet
 
@@ -159,17 +164,18 @@ def offline_context(
     indices: Sequence[int],
     semantics: Any = None,
     skill_titles: Sequence[str] = (),
-) -> dict[str, Any]:
+) -> DistillContext:
     """What the offline teacher reads to write the thoughts of `indices` (never part of the
-    journal key): the goal, the state so far, and the asked steps."""
+    journal key): the goal, the state so far, and the asked steps. Requests carry the recipe
+    (`partial(offline_context, ...)`), so it is built only when the offline teacher answers."""
     stop = max(indices) + 1
-    return {
-        "goal": goal,
-        "history": [{"observation": d.observation, "action": d.action} for d in drafts[:stop]],
-        "complete": stop == len(drafts),
-        "semantics": semantics,
-        "skill_titles": tuple(skill_titles),
-        "steps": [
+    return DistillContext(
+        goal=goal,
+        history=tuple({"observation": d.observation, "action": d.action} for d in drafts[:stop]),
+        complete=stop == len(drafts),
+        semantics=semantics,
+        skill_titles=tuple(skill_titles),
+        steps=tuple(
             {
                 "index": i,
                 "observation": drafts[i].observation,
@@ -177,8 +183,8 @@ def offline_context(
                 "synthetic": drafts[i].synthetic,
             }
             for i in indices
-        ],
-    }
+        ),
+    )
 
 
 def plan_requests(
@@ -204,18 +210,15 @@ def plan_requests(
             steps[window.start : window.stop],
             indices,
         )
-        context = offline_context(goal, drafts, indices, semantics, skill_titles)
         requests.append(
-            TeacherRequest(
-                request_id=f"{trajectory_id}#w{number}" if len(windows) > 1 else trajectory_id,
-                kind=KIND,
-                messages=(
+            DISTILL.request(
+                f"{trajectory_id}#w{number}" if len(windows) > 1 else trajectory_id,
+                (
                     {"role": "system", "content": SYSTEM_PROMPT},
                     {"role": "user", "content": text},
                 ),
+                context=partial(offline_context, goal, drafts, indices, semantics, skill_titles),
                 answer_model=thoughts_answer_model(tuple(indices)),
-                prompt_version=PROMPT_VERSION,
-                offline_context=context,
             )
         )
     return requests
@@ -374,10 +377,11 @@ def collect_thoughts(
     merged: dict[int, str] = {}
     for request_id in item.request_ids:
         result = by_id.get(request_id)
-        if result is None or result.answer is None:
+        answer = DISTILL.answer(result) if result is not None else None
+        if result is None or answer is None:
             why = result.error if result else "no result returned"
             return None, f"request {request_id} failed: {why}"
-        merged.update(result.answer.by_index())
+        merged.update(answer.by_index())
     if sorted(merged) != list(range(len(item.drafts))):
         return None, f"thoughts cover steps {sorted(merged)}, expected 0..{len(item.drafts) - 1}"
     return [merged[i] for i in range(len(item.drafts))], ""

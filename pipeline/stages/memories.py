@@ -1,11 +1,12 @@
 """Stage 2a: one skill memory per selected trajectory (FORMATS.md section 4).
 
-For each trajectory we build a `TeacherRequest` (our own prompt, versioned) carrying a
-`MemoryContext` as offline context. The OpenAI teacher answers from the prompt; the offline
-teacher answers from the context with `solve_memory`, which is deterministic: backward causal
-chaining for the refined trajectory, placeholders for the planning pattern, detectors for the
-mistakes. Either way the answer is turned into a `Memory` by us, with an id derived from the
-env id and the trajectory content, so a re-run produces the same file.
+For each trajectory we build a `TeacherRequest` of the `memory` kind (teacher/kinds.py: our own
+prompt, versioned) carrying a `MemoryContext` (teacher/contexts.py) as offline context. The
+OpenAI teacher answers from the prompt; the offline teacher answers from the context with
+`solve_memory`, which is deterministic: backward causal chaining for the refined trajectory,
+placeholders for the planning pattern, detectors for the mistakes. Either way the answer is
+turned into a `Memory` by us, with an id derived from the env id and the trajectory content, so
+a re-run produces the same file.
 
 A trajectory that cannot become a memory (a record without trajectories, teacher failure, an
 answer missing its success or failure half) is a `Reject` with env id, trajectory and reason,
@@ -13,14 +14,11 @@ counted; whether too many failed is decided once for every stage (stages/outcome
 is the trajectory: `inputs` are the trajectories tried, `rejected` those that failed.
 """
 
-import hashlib
 import re
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Annotated
-
-import orjson
 
 from skillsft.pipeline.envs import EnvSpec
 from skillsft.pipeline.envs.action_semantics import match_rule
@@ -33,6 +31,8 @@ from skillsft.pipeline.teacher.base import (
     Teacher,
     TeacherRequest,
 )
+from skillsft.pipeline.teacher.contexts import MemoryContext
+from skillsft.pipeline.teacher.kinds import MEMORY
 from skillsft.schemas import Reject
 from skillsft.schemas.answer_bounds import bounded_answer_model
 from skillsft.schemas.memory import (
@@ -50,9 +50,10 @@ from skillsft.schemas.memory_answers import (
 )
 from skillsft.schemas.trajectory import SearchTrajectorySet, TrajectorySet
 
-MEMORY_KIND = "memory"
-# Bump when the prompt text below changes: the version is part of every journal key.
-PROMPT_VERSIONS = {MEMORY_KIND: "memory-v3"}
+MEMORY_KIND = MEMORY.name
+# The prompt version lives in the kind table (teacher/kinds.py): bump it there when the prompt
+# text below changes, since the version is part of every journal key.
+PROMPT_VERSIONS = {MEMORY_KIND: MEMORY.prompt_version}
 MIN_MISTAKES_BOUND = 3  # the answer schema admits at least this many mistakes
 STAGE = "memories"
 
@@ -66,29 +67,6 @@ class MemoryOptions:
     context_budget_tokens: int = 8000
     max_prompt_steps: int = 60  # longer trajectories keep their head and tail
     input_name: str = "processed_trajectories.json"  # how rejects name the input
-
-
-@dataclass(frozen=True)
-class MemoryContext:
-    """Everything a memory is derived from; the offline teacher's only input."""
-
-    spec: EnvSpec
-    env_id: str
-    trajectory_index: int
-    goal: str
-    category: str
-    outcome: str  # "Success" | "Failure"
-    data_source: str | None
-    steps: tuple[tuple[str | None, str], ...]  # (action, observation); None = initial state
-    step_numbers: tuple[int, ...]
-    admissible_before: tuple[tuple[str, ...], ...]
-    won_index: int | None
-    ended_by_limit: bool
-
-    @property
-    def memory_id(self) -> str:
-        content = orjson.dumps([self.env_id, self.goal, self.steps])
-        return f"mem_{self.spec.name}_{hashlib.sha256(content).hexdigest()[:8]}"
 
 
 _STEP_NUMBER = re.compile(r"-?\d+")
@@ -257,10 +235,10 @@ def build_memory_request(
     )
     available = options.context_budget_tokens * CHARS_PER_TOKEN - len(system) - len(header)
     user = header + _render_steps(ctx, options, available)
-    return TeacherRequest(
-        request_id=f"{ctx.env_id}#{ctx.trajectory_index}",
-        kind=MEMORY_KIND,
-        messages=({"role": "system", "content": system}, {"role": "user", "content": user}),
+    return MEMORY.request(
+        f"{ctx.env_id}#{ctx.trajectory_index}",
+        ({"role": "system", "content": system}, {"role": "user", "content": user}),
+        context=lambda: ctx,  # the prompt's own data: nothing more to build
         answer_model=bounded_answer_model(
             MEMORY_ANSWER_BY_OUTCOME[ctx.outcome],
             # A short episode can still hold several mistakes (a wrong query and a wrong
@@ -269,8 +247,6 @@ def build_memory_request(
              ("refined_trajectory", max(1, len(ctx.step_numbers)))),
             ctx.step_numbers,
         ),
-        prompt_version=PROMPT_VERSIONS[MEMORY_KIND],
-        offline_context=ctx,
     )
 
 
@@ -364,12 +340,13 @@ def generate_memories(
     memories: list[Memory] = []
     memory_positions: list[int] = []
     for ctx, position, result in zip(contexts, context_positions, results, strict=True):
-        if result.answer is None:
+        answer = MEMORY.answer(result)
+        if answer is None:
             reject(ctx.env_id, ctx.trajectory_index, "teacher_error", result.error or "",
                    position=position, phase=2)
             continue
         try:
-            memory = memory_from_answer(ctx, result.answer, teacher.name)
+            memory = memory_from_answer(ctx, answer, teacher.name)
         except ValueError as exc:
             reject(ctx.env_id, ctx.trajectory_index, "incomplete_answer", str(exc),
                    position=position, phase=2)

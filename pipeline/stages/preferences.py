@@ -22,6 +22,7 @@ Teacher answers are journaled by the teacher layer, so a re-run pays for nothing
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -42,6 +43,7 @@ from skillsft.pipeline.stages.parse import check_rollout_dir
 from skillsft.pipeline.stages.result import StageResult, stage_counts
 from skillsft.pipeline.stages.skill_selection import LexicalScorer, Scorer, SkillSelection
 from skillsft.pipeline.teacher.base import BatchStats, Teacher, TeacherRequest
+from skillsft.pipeline.teacher.kinds import DISTILL
 from skillsft.schemas import Reject, TrajectorySet
 from skillsft.schemas.base import StrictModel
 from skillsft.schemas.distill_answers import DistillAnswer, thoughts_answer_model
@@ -218,16 +220,14 @@ def thought_request(task: str, block: str, side: Side, context_steps: int, seman
     described = [distill.describe_step(i, d) for i, d in enumerate(side.drafts)]
     context = described[max(0, turn - context_steps) : turn]
     text = distill.request_text(task, block, context, [described[turn]], [turn])
-    return TeacherRequest(
-        request_id=side.request_id,
-        kind=distill.KIND,
-        messages=(
+    return DISTILL.request(
+        side.request_id,
+        (
             {"role": "system", "content": distill.SYSTEM_PROMPT},
             {"role": "user", "content": text},
         ),
+        context=partial(distill.offline_context, task, side.drafts, [turn], semantics),
         answer_model=thoughts_answer_model((turn,)),
-        prompt_version=distill.PROMPT_VERSION,
-        offline_context=distill.offline_context(task, side.drafts, [turn], semantics),
     )
 
 
@@ -249,10 +249,11 @@ def ask_thoughts(
     thoughts: dict[str, str] = {}
     errors: dict[str, str] = {}
     for result in results:
-        if result.answer is None:
+        answer = DISTILL.answer(result)
+        if answer is None:
             errors[result.request_id] = result.error or "no answer"
         else:
-            thoughts[result.request_id] = next(iter(result.answer.by_index().values()))
+            thoughts[result.request_id] = next(iter(answer.by_index().values()))
     return thoughts, errors, stats
 
 

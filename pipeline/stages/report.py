@@ -39,7 +39,7 @@ from skillsft.pipeline.options import Opt
 from skillsft.pipeline.stages.corpus_metrics import instruction_lengths, skill_use
 from skillsft.pipeline.stages.result import INPUTS, OUTPUTS, REJECTED
 from skillsft.pipeline.stages.skill_selection import SkillSelection
-from skillsft.pipeline.teacher.pricing import PRICES_AS_OF
+from skillsft.pipeline.teacher.pricing import prices_source
 from skillsft.schemas.base import OpenModel
 from skillsft.schemas.conversation import AlpacaRecord
 from skillsft.schemas.reject import Reject
@@ -517,8 +517,8 @@ def render_report_md(report: RunReport) -> str:
               m.reused_prompt_tokens + m.reused_completion_tokens, money(m.reused_cost_usd)]
              for m in d.models)))
         out += ["", "`cost` was paid by the run that made each output; `reused` answers came "
-                "from the journal, paid by an earlier run: the corpus cost both. Prices: the "
-                f"built-in table as of {PRICES_AS_OF} unless `--prices` overrode it."]
+                "from the journal, paid by an earlier run: the corpus cost both. Prices: "
+                f"`--prices` where it names the model, else {prices_source()}."]
     else:
         out.append("No teacher calls recorded.")
     out.append("")

@@ -5,10 +5,11 @@ version, and the structured data the request was rendered from) and hands a batc
 `Teacher`. It gets back one `TeacherResult` per request, in the same order: either a validated
 answer or a recorded failure with its reason and raw text. Never a silent None.
 
-The `offline_context` is what lets the offline teacher answer without a network: each request
-`kind` has a solver in `OFFLINE_SOLVERS`, filled explicitly by the offline teacher's package
-(pipeline/teacher/offline/), that derives a schema-valid answer from that context. It is not
-part of the journal key: the rendered messages already are.
+The `offline_context` is what lets the offline teacher answer without a network: a recipe
+(called with no argument) for the context of the request's kind (kinds.py, contexts.py), from
+which that kind's solver (teacher/offline/solvers.py) derives a schema-valid answer. Only the
+teachers that read it call it, so a live run never builds it. It is not part of the journal
+key: the rendered messages already are.
 """
 
 from collections.abc import Callable, Sequence
@@ -29,7 +30,7 @@ class TeacherRequest(Generic[AnswerT]):
     messages: tuple[dict[str, str], ...]
     answer_model: type[AnswerT]
     prompt_version: str
-    offline_context: Any = None
+    offline_context: Callable[[], Any] | None = None  # builds the offline teacher's context
 
 
 @dataclass
@@ -42,6 +43,7 @@ class TeacherResult(Generic[AnswerT]):
     prompt_tokens: int = 0
     completion_tokens: int = 0
     attempts: int = 0
+    cached_prompt_tokens: int = 0  # of prompt_tokens, those served from the provider's cache
     retryable: bool = False  # a failure the next run will call again (teacher/failures.py)
 
     @property
@@ -70,7 +72,3 @@ class Teacher(Protocol):
     def run_batch(
         self, requests: Sequence[TeacherRequest[Any]], *, stage: str
     ) -> tuple[list[TeacherResult[Any]], BatchStats]: ...
-
-
-OfflineSolver = Callable[[Any], BaseModel]
-OFFLINE_SOLVERS: dict[str, OfflineSolver] = {}

@@ -10,7 +10,8 @@ answer the journal already holds is free (a re-run reuses it); every other one i
 - Output tokens: the size of a stand-in answer (the offline teacher's answer to the same
   request, characters / 4), since no answer exists yet. Reasoning models also bill hidden
   reasoning tokens, which no estimate can see; re-asks after invalid answers are not counted.
-- Dollars: the price table (prices.json, or --prices), live and at the Batch API's discount;
+- Dollars: the price table (pricing.py: --prices, else genai-prices' data), live and at the
+  Batch API's rates;
   a model without a price is named, never costed at zero.
 
 `EstimatingTeacher` answers a whole dry run without paying: journal hits with their journaled
@@ -33,7 +34,7 @@ from skillsft.pipeline.teacher.batch.conversation import follow
 from skillsft.pipeline.teacher.journal import Journal
 from skillsft.pipeline.teacher.offline import solve
 from skillsft.pipeline.teacher.openai.teacher import OpenAITeacher
-from skillsft.pipeline.teacher.pricing import BATCH_DISCOUNT, PriceTable
+from skillsft.pipeline.teacher.pricing import PriceTable
 from skillsft.pipeline.teacher.settings import TeacherSettings
 
 TOKEN_COUNT_METHOD = (
@@ -103,7 +104,8 @@ def price_requests(
         results.append(None if found is None else replace(found, request_id=request.request_id))
     live = prices.cost(model, estimate.input_tokens, estimate.output_tokens)
     estimate.usd_live = live
-    estimate.usd_batch = None if live is None else live * BATCH_DISCOUNT
+    estimate.usd_batch = prices.for_batch().cost(model, estimate.input_tokens,
+                                                 estimate.output_tokens)
     return Priced(estimate=estimate, results=results)
 
 

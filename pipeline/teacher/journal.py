@@ -85,6 +85,10 @@ class JournalRecord(BaseModel):
     finish_reason: str | None = None
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    # Of the prompt tokens, those the provider served from its prompt cache (billed lower);
+    # 0 in journals written before it was kept. usage_estimated: the server sent no usage.
+    cached_prompt_tokens: int = 0
+    usage_estimated: bool = False
     latency_s: float = 0.0
     time: float = 0.0  # unix seconds when the response arrived
     response_mode: str | None = None

@@ -30,7 +30,7 @@ class BatchTracker:
     ) -> None:
         self.stats = BatchStats(stage=stage, model=model)
         self._prices = prices or PriceTable()
-        self._price_known = self._prices.price(model) is not None
+        self._price_known = self._prices.knows(model)
         if self._price_known:
             self.stats.cost_usd = 0.0
             self.stats.reused_cost_usd = 0.0
@@ -48,12 +48,14 @@ class BatchTracker:
         self._in_flight.pop(request_id, None)
         self._bar.set_postfix(self.postfix(), refresh=False)
 
-    def paid(self, model: str, prompt_tokens: int, completion_tokens: int) -> None:
-        """Count one new (billable) call."""
+    def paid(self, model: str, prompt_tokens: int, completion_tokens: int,
+             cached_prompt_tokens: int = 0) -> None:
+        """Count one new (billable) call; `cached_prompt_tokens` of its prompt were cached."""
         self.stats.calls_new += 1
         self.stats.prompt_tokens += prompt_tokens
         self.stats.completion_tokens += completion_tokens
-        cost = self._prices.cost(model, prompt_tokens, completion_tokens)
+        self.stats.cached_prompt_tokens += cached_prompt_tokens
+        cost = self._prices.cost(model, prompt_tokens, completion_tokens, cached_prompt_tokens)
         if cost is not None and self.stats.cost_usd is not None:
             self.stats.cost_usd += cost
         elif cost is None:
@@ -66,8 +68,9 @@ class BatchTracker:
             self.stats.calls_from_journal += 1
             self.stats.reused_prompt_tokens += result.prompt_tokens
             self.stats.reused_completion_tokens += result.completion_tokens
+            self.stats.reused_cached_prompt_tokens += result.cached_prompt_tokens
             cost = self._prices.cost(self.stats.model, result.prompt_tokens,
-                                     result.completion_tokens)
+                                     result.completion_tokens, result.cached_prompt_tokens)
             if cost is not None and self.stats.reused_cost_usd is not None:
                 self.stats.reused_cost_usd += cost
         if not result.ok:

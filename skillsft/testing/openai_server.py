@@ -75,6 +75,16 @@ class ServerConfig:
     max_in_flight: int = 0  # >0: a 429 (with Retry-After) for a request above this many
     rate_limit_first: int = 0  # a 429 (with Retry-After) for the first N stage requests
     budget_spent_first: int = 0  # the first N answers say x-ratelimit-remaining-requests: 0
+    # Answer like a reasoning model (REASONING_SHAPES): "think" opens the content with a
+    # <think> block, "unopened" only closes one (the template opened it), "field" sends the
+    # thinking as `reasoning_content` beside the content, "field_only" sends everything, the
+    # drafted answer too, as `reasoning_content` and no content (a model that never stopped
+    # thinking, as vLLM's reasoning parser reports it); "" (default) does not think.
+    reasoning: str = ""
+    # Prompt caching: this share of each prompt's tokens reported as
+    # usage.prompt_tokens_details.cached_tokens (as providers with prompt caching do).
+    cached_prompt_share: float = 0.0
+    omit_usage: bool = False  # answer without any `usage`, as some proxies do
 
     def probabilities(self) -> tuple[float, ...]:
         return (
@@ -258,8 +268,12 @@ def chat_completion(
     elif fault == "truncated":
         content = content[: len(content) // 2]
         finish_reason = "length"
+    message: dict[str, Any] = {"role": "assistant", "content": content}
+    if config.reasoning:
+        message = reasoning_message(config.reasoning, content, content_hash)
     prompt_tokens = count_prompt_tokens(body)
-    completion_tokens = max(1, len(content) // 4)
+    completion_tokens = max(1, len((message["content"] or "") + message.get("reasoning_content",
+                                                                             "")) // 4)
     return {
         "id": f"chatcmpl-{content_hash[:12]}-{attempt}",
         "object": "chat.completion",
@@ -268,16 +282,40 @@ def chat_completion(
         "choices": [
             {
                 "index": 0,
-                "message": {"role": "assistant", "content": content},
+                "message": message,
                 "finish_reason": finish_reason,
             }
         ],
-        "usage": {
+        "usage": None if config.omit_usage else {
             "prompt_tokens": prompt_tokens,
             "completion_tokens": completion_tokens,
             "total_tokens": prompt_tokens + completion_tokens,
+            "prompt_tokens_details": {
+                "cached_tokens": int(prompt_tokens * config.cached_prompt_share)},
         },
     }
+
+
+REASONING_SHAPES = {
+    "think": "<think>{thought}</think>\n\n{answer}",
+    "unopened": "{thought}\n</think>\n{answer}",
+    "field": "{answer}",
+    "field_only": "",
+}
+
+
+def reasoning_message(shape: str, answer: str, content_hash: str) -> dict[str, Any]:
+    """A reasoning model's message: its thinking, which holds a JSON fragment that is not the
+    answer (as a model weighing forms writes), around the answer, in one of REASONING_SHAPES."""
+    thought = (f"Request {content_hash[:8]}: I consider the {{\"x\": 1}} form first, then "
+               f"settle on the schema's form, drafted as {answer[:40]}")
+    message = {"role": "assistant",
+               "content": REASONING_SHAPES[shape].format(thought=thought, answer=answer)}
+    if shape == "field":
+        message["reasoning_content"] = thought
+    if shape == "field_only":
+        message.update(content=None, reasoning_content=f"{thought}\n{answer}")
+    return message
 
 
 def count_prompt_tokens(body: dict[str, Any]) -> int:

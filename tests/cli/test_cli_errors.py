@@ -111,7 +111,7 @@ def test_configuration_is_checked_before_any_stage_runs(tmp_path: Path) -> None:
     for args, env, expected in (
         (["--teacher", "openai"], {}, "the openai teacher needs an API key"),
         (["--teacher", "openai", "--prices", str(prices)], {"OPENAI_API_KEY": TEST_API_KEY},
-         "price for 'gpt-4o-mini' must be [input, output]"),
+         f"--prices {prices}: the price of 'gpt-4o-mini' is 1; give [input, output]"),
     ):
         done = skillsft("run", "alfworld", "--work-dir", str(tmp_path / "w"), *args, env=env)
         assert done.returncode == 2 and expected in done.stderr, done.stderr

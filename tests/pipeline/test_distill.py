@@ -125,7 +125,7 @@ def test_offline_distill_copies_actions_and_marks_source() -> None:
 def test_long_trajectory_is_distilled_in_windows_with_one_thought_per_step() -> None:
     teacher = ScriptedTeacher(lambda r: {"thoughts": [
         {"step_index": s["index"], "thought": f"thought {s['index']}"}
-        for s in r.offline_context["steps"]]})
+        for s in r.offline_context().steps]})
     options = DistillOptions(context_budget_tokens=400, window_overlap=1)
     result = distill(records(episode(12)), ALFWORLD, options, teacher, BANK)
     assert len(teacher.requests) > 2

@@ -104,6 +104,7 @@ def test_the_checker_catches_the_old_template_while_holding_the_object() -> None
 
 def test_thoughts_differ_when_the_situation_differs() -> None:
     """`go to` reads differently searching, carrying the object, and returning."""
+    from skillsft.pipeline.teacher.contexts import DistillContext
     from skillsft.pipeline.teacher.offline.thoughts import solve_distill
 
     history = [
@@ -113,10 +114,10 @@ def test_thoughts_differ_when_the_situation_differs() -> None:
         {"observation": "On the shelf 1, you see a mug 1.", "action": "take mug 1 from shelf 1"},
         {"observation": "You pick up the mug 1 from the shelf 1.", "action": "go to desk 1"},
     ]
-    answer = solve_distill({
-        "goal": "put some mug on desk", "history": history, "complete": True,
-        "semantics": get_env("alfworld").action_semantics, "skill_titles": (),
-        "steps": [{"index": i, "action": h["action"]} for i, h in enumerate(history)]})
+    answer = solve_distill(DistillContext(
+        goal="put some mug on desk", history=tuple(history), complete=True,
+        semantics=get_env("alfworld").action_semantics, skill_titles=(),
+        steps=tuple({"index": i, "action": h["action"]} for i, h in enumerate(history))))
     texts = [t.thought for t in answer.thoughts]
     assert "have not found a mug" in texts[0]
     assert "return to shelf 1" in texts[2]

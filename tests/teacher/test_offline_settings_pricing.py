@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from skillsft.pipeline.teacher.base import OFFLINE_SOLVERS, TeacherRequest
+from skillsft.pipeline.teacher.base import TeacherRequest
 from skillsft.pipeline.teacher.factory import make_teacher
 from skillsft.pipeline.teacher.offline import OfflineTeacher
 from skillsft.pipeline.teacher.openai.teacher import OpenAITeacher
@@ -14,15 +14,16 @@ from skillsft.testing.toy import ToyAnswer
 
 
 def request(kind: str, context: object, rid: str = "r1") -> TeacherRequest[ToyAnswer]:
-    return TeacherRequest(rid, kind, ({"role": "user", "content": "x"},), ToyAnswer, "v1", context)
+    return TeacherRequest(rid, kind, ({"role": "user", "content": "x"},), ToyAnswer, "v1",
+                          lambda: context)
 
 
-def test_offline_teacher_solves_validates_and_records_failures(monkeypatch):
-    monkeypatch.setitem(
-        OFFLINE_SOLVERS, "toy_ok", lambda n: ToyAnswer(summary="s", steps=["a"], score=n)
-    )
-    monkeypatch.setitem(OFFLINE_SOLVERS, "toy_bad", lambda n: {"summary": "", "steps": []})
-    monkeypatch.setitem(OFFLINE_SOLVERS, "toy_boom", lambda n: 1 / 0)
+def test_offline_teacher_solves_validates_and_records_failures():
+    solvers = {
+        "toy_ok": lambda n: ToyAnswer(summary="s", steps=["a"], score=n),
+        "toy_bad": lambda n: {"summary": "", "steps": []},
+        "toy_boom": lambda n: 1 / 0,
+    }
     batch = [
         request("toy_ok", 3, "a"),
         request("toy_bad", 0, "b"),
@@ -30,7 +31,8 @@ def test_offline_teacher_solves_validates_and_records_failures(monkeypatch):
         request("no_such_kind", 0, "d"),
     ]
 
-    results, stats = OfflineTeacher(show_progress=False).run_batch(batch, stage="memories")
+    results, stats = OfflineTeacher(show_progress=False, solvers=solvers).run_batch(
+        batch, stage="memories")
 
     assert [r.request_id for r in results] == ["a", "b", "c", "d"]
     assert results[0].ok and results[0].answer.score == 3
@@ -78,15 +80,18 @@ def test_factory_builds_the_named_teacher(tmp_path: Path):
 
 
 def test_prices_dated_families_overrides_and_unknown_models(tmp_path: Path):
-    table = PriceTable()
+    table = PriceTable()  # the bundled genai-prices data
     assert table.cost("gpt-4o-mini-2024-07-18", 1_000_000, 1_000_000) == pytest.approx(0.75)
-    assert table.price("gpt-4o-2024-08-06") == table.price("gpt-4o")
+    assert table.price("gpt-4o-mini-2024-07-18") == table.price("gpt-4o-mini")
     assert table.cost("my-local-llama", 10, 10) is None
+    assert table.cost("offline", 10, 10) == 0
     price_file = tmp_path / "prices.json"
     price_file.write_text('{"my-local-llama": [0, 0], "gpt-4o": [1, 2]}')
     overridden = PriceTable.with_overrides(price_file)
     assert overridden.cost("my-local-llama", 10, 10) == 0
     assert overridden.price("gpt-4o") == (1.0, 2.0)
+    assert overridden.price("gpt-4o-2024-08-06") == (1.0, 2.0)  # the longest listed prefix
+    assert overridden.price("gpt-4o-mini") == table.price("gpt-4o-mini")  # not gpt-4o's
     price_file.write_text('{"gpt-4o": "cheap"}')
     with pytest.raises(ValueError, match="gpt-4o"):
         PriceTable.with_overrides(price_file)

@@ -52,6 +52,7 @@ from skillsft.pipeline.teacher.openai.teacher import failed_result, generation_p
 from skillsft.pipeline.teacher.pricing import PriceTable
 from skillsft.pipeline.teacher.progress import BatchTracker
 from skillsft.pipeline.teacher.settings import TeacherSettings
+from skillsft.pipeline.teacher.usage import read_usage
 
 log = logging.getLogger("skillsft.teacher")
 
@@ -210,7 +211,7 @@ class BatchTeacher:
                     continue
                 record = self._journal_answer(outcome)
                 tracker.paid(record.model or self.model, record.prompt_tokens,
-                             record.completion_tokens)
+                             record.completion_tokens, record.cached_prompt_tokens)
                 collected.add(outcome.key)
             self.ledger.append(LedgerEvent(event="collected", time=time.time(),
                                            submission=submission.submission,
@@ -221,14 +222,14 @@ class BatchTeacher:
     def _journal_answer(self, outcome: ItemOutcome) -> JournalRecord:
         completion = outcome.completion or {}
         choice = (completion.get("choices") or [{}])[0]
-        usage = completion.get("usage") or {}
+        usage = read_usage(completion.get("usage"))
         record = JournalRecord(
             key=outcome.key, kind="response", stage=self.stage,
             model=completion.get("model") or self.model,
             raw_text=(choice.get("message") or {}).get("content"),
             finish_reason=choice.get("finish_reason"),
-            prompt_tokens=usage.get("prompt_tokens", 0),
-            completion_tokens=usage.get("completion_tokens", 0),
+            prompt_tokens=usage.prompt_tokens, completion_tokens=usage.completion_tokens,
+            cached_prompt_tokens=usage.cached_prompt_tokens,
             time=time.time(), response_mode="json_schema",
         )
         self.journal.append(record)

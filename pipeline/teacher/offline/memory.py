@@ -8,7 +8,7 @@ three read the environment's `ActionSemantics` tables, never its name.
 import re
 from collections.abc import Sequence
 
-from skillsft.pipeline.stages.memories import MemoryContext
+from skillsft.pipeline.teacher.contexts import MemoryContext
 from skillsft.pipeline.teacher.offline.causal import (
     AnalysedStep,
     analyse,

@@ -13,7 +13,7 @@ from typing import Any
 import orjson
 
 from skillsft.pipeline.envs.prompt_profiles import naturalise
-from skillsft.pipeline.stages.aggregate import AggregateContext
+from skillsft.pipeline.teacher.contexts import AggregateContext
 from skillsft.schemas.memory_answers import MistakeDraft, MistakesAnswer, SkillDraft, SkillsAnswer
 
 _PARENTHESISED = re.compile(r"\([^)]*\)")

@@ -1,25 +1,27 @@
 """The teacher a newcomer gets without an API key: rule-based, deterministic, no network.
 
-Each request kind is answered by its solver in `OFFLINE_SOLVERS` (filled by this package's
-`__init__`), from the request's `offline_context` (the trajectory data the prompt was rendered
-from). The answer is validated against the request's answer model exactly like a model's
-reply, and a missing solver, a solver error or an invalid answer is a recorded failure, not a
-crash, so one odd trajectory cannot stop a run. Nothing is paid, so nothing is journaled.
+Each request kind is answered by its solver in `SOLVERS` (solvers.py), from the request's
+offline context (the trajectory data the prompt was rendered from), which is built here, by
+calling the request's recipe: a live teacher never builds it. The answer is validated against
+the request's answer model exactly like a model's reply, and a missing solver, a solver error,
+a context of the wrong type or an invalid answer is a recorded failure, not a crash, so one odd
+trajectory cannot stop a run. Nothing is paid, so nothing is journaled.
 """
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
 from skillsft.pipeline.teacher.base import (
-    OFFLINE_SOLVERS,
     BatchStats,
     TeacherRequest,
     TeacherResult,
 )
+from skillsft.pipeline.teacher.kinds import KINDS
+from skillsft.pipeline.teacher.offline.solvers import SOLVERS, OfflineSolver
 from skillsft.pipeline.teacher.progress import BatchTracker
 
 log = logging.getLogger("skillsft.teacher")
@@ -30,8 +32,10 @@ OFFLINE_MODEL = "offline"
 class OfflineTeacher:
     name = "offline"
 
-    def __init__(self, *, show_progress: bool = True) -> None:
+    def __init__(self, *, show_progress: bool = True,
+                 solvers: Mapping[str, OfflineSolver] = SOLVERS) -> None:
         self.show_progress = show_progress
+        self.solvers = solvers
 
     def run_batch(
         self, requests: Sequence[TeacherRequest[Any]], *, stage: str
@@ -41,7 +45,7 @@ class OfflineTeacher:
         )
         results = []
         for request in requests:
-            result = solve(request)
+            result = solve(request, self.solvers)
             if result.ok:
                 tracker.paid(OFFLINE_MODEL, 0, 0)  # a new answer, at no cost
             else:
@@ -53,19 +57,26 @@ class OfflineTeacher:
         return results, tracker.close()
 
 
-def solve(request: TeacherRequest[Any]) -> TeacherResult[Any]:
+def solve(request: TeacherRequest[Any],
+          solvers: Mapping[str, OfflineSolver] = SOLVERS) -> TeacherResult[Any]:
     """Answer one request with its kind's solver, validated against the answer model."""
-    solver = OFFLINE_SOLVERS.get(request.kind)
+    solver = solvers.get(request.kind)
     if solver is None:
-        known = ", ".join(sorted(OFFLINE_SOLVERS)) or "none registered"
+        known = ", ".join(sorted(solvers)) or "none registered"
         return _failure(
             request,
             "unknown_kind",
             f"no offline solver for request kind {request.kind!r} (known: {known}); "
-            "add it to SOLVERS in pipeline/teacher/offline/__init__.py",
+            "add it to SOLVERS in pipeline/teacher/offline/solvers.py",
         )
     try:
-        produced = solver(request.offline_context)
+        context = request.offline_context() if request.offline_context else None
+        kind = KINDS.get(request.kind)
+        if kind is not None and not isinstance(context, kind.context_type):
+            return _failure(request, "context_error",
+                            f"a {request.kind} request needs a {kind.context_type.__name__} "
+                            f"context, got {type(context).__name__}")
+        produced = solver(context)
     except Exception as exc:  # a solver bug must cost one request, not the run
         return _failure(request, "solver_error", f"{type(exc).__name__}: {exc}")
     try:

@@ -14,9 +14,9 @@ Tables here are keyed by action and observation shapes, never by environment nam
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from skillsft.pipeline.envs.action_semantics import ActionSemantics
+from skillsft.pipeline.teacher.contexts import DistillContext
 from skillsft.pipeline.teacher.offline.causal import type_of
 from skillsft.pipeline.teacher.offline.thought_checks import (
     goal_target,
@@ -311,22 +311,22 @@ _NAVIGATION = frozenset({"buy now", "< prev", "next >", "back to search", "descr
                          "features", "reviews", "attributes"})
 
 
-def solve_distill(context: dict[str, Any]) -> DistillAnswer:
+def solve_distill(context: DistillContext) -> DistillAnswer:
     """Deterministic thoughts from the request's own data; the same context, the same answer.
 
     The context carries the whole trajectory so far (`history`: observation, action per step)
     so the agent's state is known even in a later window."""
-    goal = context["goal"].strip().rstrip(".")
-    history: list[dict[str, Any]] = context["history"]
-    semantics: ActionSemantics | None = context.get("semantics")
+    goal = context.goal.strip().rstrip(".")
+    history = context.history
+    semantics: ActionSemantics | None = context.semantics
     actions = [h["action"] for h in history]
     after = [h["observation"] for h in history[1:]] + [""]
     held = held_before_each_step(actions, after, semantics)
     target = goal_target(goal, actions)
-    skills = context.get("skill_titles") or ()
-    last = len(history) - 1 if context.get("complete", True) else -1
+    skills = context.skill_titles
+    last = len(history) - 1 if context.complete else -1
     thoughts = []
-    for step in context["steps"]:
+    for step in context.steps:
         i = step["index"]
         observation = history[i]["observation"]
         visited = frozenset(re.sub(r"^go to ", "", a) for a in actions[:i] if a.startswith("go to"))

@@ -10,6 +10,12 @@ Four response modes, best first:
 - `text`: nothing asked of the server; the schema travels in a system message and the JSON is
   dug out of the reply (code fences, prose around it).
 
+Reasoning models (R1 distills, QwQ, Qwen3 thinking) may open a reply with a `<think>...</think>`
+block, and in the weaker modes nothing stops them; the JSON inside that block is the model
+thinking aloud, not its answer, so the answer is looked for only after the block
+(`answer_part`). The journal keeps the reply as the server sent it; a server's separate
+`reasoning_content` field is never read as the answer (the teacher reads `content` only).
+
 Whatever the mode, the answer is validated with pydantic; a problem is described in words the
 model can act on, for the re-ask.
 
@@ -21,6 +27,7 @@ grammar-constrained server cannot produce a wrong shape at all.
 import copy
 import functools
 import json
+import re
 from collections.abc import Sequence
 from typing import Any, Literal, TypeVar
 
@@ -144,12 +151,43 @@ class AnswerProblem(ValueError):
         self.detail = detail
 
 
+# Tags reasoning models wrap their thinking in; case-insensitive.
+_REASONING_TAGS = ("think", "thinking", "reasoning")
+_REASONING_CLOSE = re.compile(r"</\s*(?:" + "|".join(_REASONING_TAGS) + r")\s*>", re.I)
+_REASONING_OPEN = re.compile(r"\s*<\s*(?:" + "|".join(_REASONING_TAGS) + r")\s*>", re.I)
+
+
+def answer_part(text: str) -> str:
+    """The reply without its reasoning: what follows the last closing tag. A reply that closes a
+    block it never opened (templates that put `<think>` in the prompt) is cut the same way; a
+    reply that opens a block and never closes it has no answer yet (AnswerProblem)."""
+    if "<" not in text:  # the usual reply: nothing to cut, nothing searched
+        return text
+    closes = list(_REASONING_CLOSE.finditer(text))
+    if closes:
+        return text[closes[-1].end():]
+    if _REASONING_OPEN.match(text):
+        raise AnswerProblem(
+            "unfinished_reasoning",
+            "the reply is a <think> block that never ends, with no answer after it; close "
+            "the reasoning with </think> and put the JSON object after it")
+    return text
+
+
 def extract_json(text: str) -> Any:
-    """Parse the reply as JSON, else the first balanced {...} inside it (fences, prose)."""
+    """Parse the answer as JSON, else the first balanced {...} inside it (fences, prose); the
+    answer is what follows any reasoning block (`answer_part`). A reply that is JSON as a whole
+    is the answer as it is, whatever its strings say."""
     try:
         return orjson.loads(text)
     except orjson.JSONDecodeError:
         pass
+    answer = answer_part(text)
+    if answer is not text:
+        try:
+            return orjson.loads(answer)
+        except orjson.JSONDecodeError:
+            text = answer
     decoder = json.JSONDecoder()
     start = text.find("{")
     while start >= 0:

@@ -69,6 +69,7 @@ from skillsft.pipeline.teacher.pricing import PriceTable
 from skillsft.pipeline.teacher.progress import BatchTracker
 from skillsft.pipeline.teacher.settings import TeacherSettings
 from skillsft.pipeline.teacher.slots import machine_slots
+from skillsft.pipeline.teacher.usage import read_usage, warn_missing_usage
 
 log = logging.getLogger("skillsft.teacher")
 
@@ -352,6 +353,7 @@ class _BatchRun:
         up next. A conversation that ended invalid starts afresh (the model is asked again).
         """
         messages, attempt, prompt_tokens, completion_tokens = request.messages, 0, 0, 0
+        cached = 0
         while True:
             record = self.teacher.journal.latest_response(
                 key if attempt == 0 else self.teacher.key_for(messages, request)
@@ -360,6 +362,7 @@ class _BatchRun:
                 return _Resume(messages, attempt, prompt_tokens, completion_tokens)
             prompt_tokens += record.prompt_tokens
             completion_tokens += record.completion_tokens
+            cached += record.cached_prompt_tokens
             try:
                 answer = parse_answer(record.raw_text, record.finish_reason, request.answer_model)
             except AnswerProblem as problem:
@@ -376,6 +379,7 @@ class _BatchRun:
                 prompt_tokens=prompt_tokens,
                 completion_tokens=completion_tokens,
                 attempts=attempt + 1,
+                cached_prompt_tokens=cached,
             )
 
     async def _converse(self, request: TeacherRequest[Any], state: _Resume) -> TeacherResult[Any]:
@@ -434,7 +438,8 @@ class _BatchRun:
                 raise await self._failed(request, key, "format_refused", detail) from None
             except _CallFailed as failure:
                 raise await self._failed(request, key, failure.kind, failure.detail) from None
-            self.tracker.paid(teacher.model, record.prompt_tokens, record.completion_tokens)
+            self.tracker.paid(teacher.model, record.prompt_tokens, record.completion_tokens,
+                              record.cached_prompt_tokens)
             self.limiter.on_success()
             return record
 
@@ -609,17 +614,23 @@ class _BatchRun:
                 f"{str(completion)[:200]!r}; is the base URL an OpenAI-compatible /v1 endpoint?",
             )
         choice = completion.choices[0] if completion.choices else None
-        usage = completion.usage
+        raw_text = choice.message.content if choice else None
+        usage = read_usage(completion.usage, "".join(
+            str(m.get("content", "")) for m in request.messages), raw_text)
+        if usage.estimated:
+            warn_missing_usage(teacher.shown_endpoint, teacher.model)
         record = JournalRecord(
             key=key,
             kind="response",
             stage=teacher.stage,
             request_id=request.request_id,
             model=completion.model or teacher.model,
-            raw_text=choice.message.content if choice else None,
+            raw_text=raw_text,
             finish_reason=choice.finish_reason if choice else None,
-            prompt_tokens=usage.prompt_tokens if usage else 0,
-            completion_tokens=usage.completion_tokens if usage else 0,
+            prompt_tokens=usage.prompt_tokens,
+            completion_tokens=usage.completion_tokens,
+            cached_prompt_tokens=usage.cached_prompt_tokens,
+            usage_estimated=usage.estimated,
             latency_s=latency,
             time=time.time(),
             response_mode=mode,
