@@ -136,15 +136,6 @@ PENDING: dict[tuple[str, str], str] = {
         "e21",
     ("skillsft.pipeline.formats.trainer_files", "skillsft.pipeline.envs"): "e21",
     ("skillsft.pipeline.formats.trainer_files", "skillsft.pipeline.stages.report"): "e21",
-    # b19kinds moves the request kinds into the teacher layer (the offline teacher imports no
-    # stage).
-    ("skillsft.pipeline.teacher.offline", "skillsft.pipeline.stages.aggregate"): "b19kinds",
-    ("skillsft.pipeline.teacher.offline", "skillsft.pipeline.stages.distill"): "b19kinds",
-    ("skillsft.pipeline.teacher.offline", "skillsft.pipeline.stages.memories"): "b19kinds",
-    ("skillsft.pipeline.teacher.offline.memory", "skillsft.pipeline.stages.memories"):
-        "b19kinds",
-    ("skillsft.pipeline.teacher.offline.skills", "skillsft.pipeline.stages.aggregate"):
-        "b19kinds",
 }
 
 
