@@ -38,7 +38,7 @@ from skillsft.tasks.summary import print_summary
 from skillsft.tasks.teacher import FORCED_STAGES_VARIABLE
 
 STAGES = ("parse", "memories", "aggregate", "distill", "flatten", "report", "publish",
-          "preferences", "skills")
+          "preferences", "skills", "evolve", "gate")
 _OK = {LuigiStatusCode.SUCCESS, LuigiStatusCode.SUCCESS_WITH_RETRY}
 
 
@@ -194,6 +194,9 @@ def build_parser() -> argparse.ArgumentParser:
         add_run_flags(stage)
 
     add_preference_commands(add_command, envs)
+    from skillsft.evolve_cli import add_evolve_command  # imports this module: here, not on top
+
+    add_evolve_command(add_command, envs)
 
     publish = add_command("publish", "stage 5: export the corpus, upload to the Hub")
     publish.add_argument("--work-dir", required=True)
@@ -361,6 +364,10 @@ def dispatch(args: argparse.Namespace) -> int:
 
     if args.command in DIRECT_COMMANDS:  # publish/report/export-skills: no graph
         return DIRECT_COMMANDS[args.command](args)
+    if args.command == "evolve":
+        from skillsft.evolve_cli import evolve_command
+
+        return evolve_command(args)
     plan = None
     if args.command in ("run", "estimate", "check"):
         plan = graph.run_plan(args, os.environ)

@@ -37,6 +37,7 @@ TEACHER_STAGES: dict[str, tuple[str, str]] = {
     "aggregate": ("aggregate", "aggregate_model"),
     "distill": ("distill", "distill_model"),
     "preferences": ("preferences", "distill_model"),
+    "evolve": ("evolve", "aggregate_model"),  # reflect and merge edits to a bank
 }
 
 

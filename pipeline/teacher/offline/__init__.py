@@ -9,8 +9,11 @@ and refused by `publish` without `--allow-offline`.
 
 from skillsft.pipeline.stages.aggregate import MISTAKES_KIND, SKILLS_KIND
 from skillsft.pipeline.stages.distill import KIND as DISTILL_KIND
+from skillsft.pipeline.stages.evolve.merge import MERGE_KIND
+from skillsft.pipeline.stages.evolve.reflect import REFLECT_KIND
 from skillsft.pipeline.stages.memories import MEMORY_KIND
 from skillsft.pipeline.teacher.base import OFFLINE_SOLVERS, OfflineSolver
+from skillsft.pipeline.teacher.offline.evolve import solve_merge, solve_reflect
 from skillsft.pipeline.teacher.offline.memory import solve_memory
 from skillsft.pipeline.teacher.offline.skills import solve_mistakes, solve_skills
 from skillsft.pipeline.teacher.offline.teacher import (
@@ -26,6 +29,8 @@ SOLVERS: dict[str, OfflineSolver] = {
     SKILLS_KIND: solve_skills,
     MISTAKES_KIND: solve_mistakes,
     DISTILL_KIND: solve_distill,
+    REFLECT_KIND: solve_reflect,  # skillsft evolve (pipeline/stages/evolve/)
+    MERGE_KIND: solve_merge,
 }
 OFFLINE_SOLVERS.update(SOLVERS)
 

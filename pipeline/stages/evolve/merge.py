@@ -1,0 +1,144 @@
+"""Merge: similar proposed edits become one, hierarchically, so no prompt grows with the corpus.
+
+Level 0 sends the proposed edits `merge_batch` at a time; the teacher returns merged edits,
+each naming the input numbers it stands for (`sources`). Every later level packs the previous
+level's edits `merge_batch` at a time again, until one call held them all or a level merged
+nothing more. An input no merged edit names is carried forward as it was, so nothing vanishes;
+the evidence of a merged edit is the union of its sources' (never the model's word). Conflicts
+left on one id are resolved afterwards, by evidence (select.py).
+"""
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from skillsft.pipeline.errors import SkillsftError
+from skillsft.pipeline.stages.aggregate import render_item
+from skillsft.pipeline.stages.evolve.edits import Edit
+from skillsft.pipeline.stages.evolve.options import EvolveOptions
+from skillsft.pipeline.teacher.base import BatchStats, Teacher, TeacherRequest
+from skillsft.schemas.answer_bounds import bounded_answer_model
+from skillsft.schemas.evolve import MergeAnswer
+
+MERGE_KIND = "evolve_merge"
+PROMPT_VERSION = "evolve-merge-v1"  # bump when the prompt text changes: part of every key
+STAGE = "evolve"
+
+
+class EvolveTeacherError(SkillsftError):
+    """A reflect or merge call failed: the round would silently miss edits. `failed` holds
+    (request id, error) of every failed call, for the stage's rejects file."""
+
+    def __init__(self, message: str, failed: Sequence[tuple[str, str]] = ()) -> None:
+        super().__init__(message)
+        self.failed = tuple(failed)
+
+
+@dataclass(frozen=True)
+class MergeContext:
+    """What one merge call shows, for the offline teacher to answer from."""
+
+    items: tuple[dict[str, Any], ...]
+    max_edits: int
+
+
+_SYSTEM = """\
+You merge proposed edits to the skill bank of an LLM agent in {environment}. You receive \
+numbered edits (`n`), each an ADD of a new skill or mistake to a section, a REVISE of an \
+entry (`target_id`) with new text, or a RETIRE of an entry, with the memory ids that support \
+it.
+Merge edits that make the same change (the same new skill or mistake added, the same entry \
+revised or retired) into one edit with the clearest text. When edits disagree about one \
+entry (one revises it, another retires it), keep the one with more supporting memories. Keep \
+the edit fields as they are defined: ADD fills `section` and the entry's text, REVISE fills \
+`target_id` and the full new text, RETIRE fills `target_id` and the `reason`.
+Every output edit lists in `sources` the numbers of the input edits it stands for; list each \
+input number in exactly one output. Return at most {max_edits} edits.
+Answer with one JSON object and nothing else:
+{{"edits": [{{"op": "ADD"|"REVISE"|"RETIRE", "section": str, "target_id": str, "title": str, \
+"principle": str, "when_to_apply": str, "description": str, "why_it_happens": str, \
+"how_to_avoid": str, "reason": str, "sources": [int]}}]}}
+Leave the fields an edit does not use as empty strings."""
+
+_USER = "Environment: {environment}\n\nEdits:\n{items}"
+
+
+def build_request(level: int, batch: int, edits: Sequence[Edit], environment: str,
+                  options: EvolveOptions) -> TeacherRequest[MergeAnswer]:
+    items = tuple(edit.as_item(n + 1) for n, edit in enumerate(edits))
+    per_item = max(160, (options.max_prompt_chars - len(_SYSTEM) - 400) // max(1, len(items)))
+    lines = "\n".join(render_item(n + 1, item, per_item) for n, item in enumerate(items))
+    system = _SYSTEM.format(environment=environment, max_edits=options.edits_per_call)
+    return TeacherRequest(
+        request_id=f"merge/L{level}/B{batch:04d}",
+        kind=MERGE_KIND,
+        messages=({"role": "system", "content": system},
+                  {"role": "user", "content": _USER.format(environment=environment,
+                                                           items=lines)}),
+        answer_model=bounded_answer_model(MergeAnswer, (("edits", options.edits_per_call),)),
+        prompt_version=PROMPT_VERSION,
+        offline_context=MergeContext(items, options.edits_per_call),
+    )
+
+
+def apply_answer(level: int, batch: int, group: Sequence[Edit], answer: MergeAnswer
+                 ) -> list[Edit]:
+    """The group after one merge answer: merged edits, then the inputs no answer named."""
+    covered: set[int] = set()
+    out: list[Edit] = []
+    for number, draft in enumerate(answer.edits, start=1):
+        picked = [n for n in dict.fromkeys(draft.sources)
+                  if 1 <= n <= len(group) and n not in covered]
+        if not picked:
+            continue
+        covered.update(picked)
+        sources = [group[n - 1] for n in picked]
+        evidence = tuple(dict.fromkeys(e for s in sources for e in s.evidence))
+        merged = Edit.from_draft(draft, f"M/L{level}/B{batch:04d}/E{number:02d}", "merged",
+                                 evidence, tuple(s.edit_id for s in sources))
+        if len(sources) == 1 and _same_change(merged, sources[0]):
+            out.append(sources[0])
+            continue
+        for source in sources:
+            source.fate, source.fate_reason = "merged", f"into {merged.edit_id}"
+        out.append(merged)
+    out.extend(edit for n, edit in enumerate(group, start=1) if n not in covered)
+    return out
+
+
+def _same_change(a: Edit, b: Edit) -> bool:
+    return (a.op, a.section, a.target_id, a.text) == (b.op, b.section, b.target_id, b.text)
+
+
+def merge_edits(proposed: Sequence[Edit], environment: str, options: EvolveOptions,
+                teacher: Teacher) -> tuple[list[Edit], list[Edit], BatchStats, int]:
+    """(the edits left after merging, every merged edit made on the way, usage, calls)."""
+    stats = BatchStats(stage=STAGE, model="", cost_usd=0.0, reused_cost_usd=0.0)
+    current = list(proposed)
+    made: list[Edit] = []
+    calls = level = 0
+    size = options.merge_batch
+    while len(current) > 1:
+        groups = [current[i: i + size] for i in range(0, len(current), size)]
+        asked = [(b, g) for b, g in enumerate(groups) if len(g) > 1]
+        requests = [build_request(level, b, g, environment, options) for b, g in asked]
+        results, part = teacher.run_batch(requests, stage=STAGE)
+        stats.absorb(part)
+        calls += len(requests)
+        failed = [(r.request_id, result.error or "no answer")
+                  for r, result in zip(requests, results, strict=True) if result.answer is None]
+        if failed:
+            raise EvolveTeacherError(
+                f"{len(failed)} merge call(s) failed, first {failed[0][0]}: {failed[0][1]}; "
+                "re-run to retry (finished calls are reused from the teacher journal)", failed)
+        answers = {b: result.answer for (b, _), result in zip(asked, results, strict=True)}
+        merged: list[Edit] = []
+        for b, group in enumerate(groups):
+            merged += apply_answer(level, b, group, answers[b]) if b in answers else group
+        known = {id(e) for e in current}
+        made += [e for e in merged if id(e) not in known]
+        if len(groups) == 1 or len(merged) >= len(current):
+            return merged, made, stats, calls
+        current = merged
+        level += 1
+    return current, made, stats, calls
