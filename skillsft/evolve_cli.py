@@ -128,8 +128,8 @@ def round_summary(folder: Path) -> list[str]:
     decision = gate["decision"]
     scores = (f" (candidate {gate['candidate_score']:g} vs current {gate['current_score']:g})"
               if "candidate_score" in gate else "")
-    return [f"skillsft: evolve {folder.name}: edits "
-            + ", ".join(f"{n} {fate}" for fate, n in sorted(fates.items())),
+    edits = ", ".join(f"{n} {fate.replace('_', ' ')}" for fate, n in sorted(fates.items()))
+    return [f"skillsft: evolve {folder.name}: edits: {edits or 'none proposed'}",
             f"skillsft: gate: {decision.replace('_', ' ')}{scores}; bank: "
             f"{folder / rounds.ACCEPTED}; what changed: {folder / rounds.CHANGES}"]
 
