@@ -81,9 +81,16 @@ def build_request(level: int, batch: int, edits: Sequence[Edit], environment: st
     )
 
 
-def apply_answer(level: int, batch: int, group: Sequence[Edit], answer: MergeAnswer
+def _support(edit: Edit) -> tuple[int, str]:
+    return -len(set(edit.evidence)), edit.edit_id
+
+
+def apply_answer(request_id: str, group: Sequence[Edit], answer: MergeAnswer, cap: int
                  ) -> list[Edit]:
-    """The group after one merge answer: merged edits, then the inputs no answer named."""
+    """The group after one merge answer: its merged edits, then the inputs no merged edit
+    names, best supported first, while fewer than `cap` edits are kept; the inputs beyond that
+    are `not_selected` (a merge call keeps at most `cap`, as an aggregation call does)."""
+    level_batch = request_id.removeprefix("merge/")
     covered: set[int] = set()
     out: list[Edit] = []
     for number, draft in enumerate(answer.edits, start=1):
@@ -94,16 +101,20 @@ def apply_answer(level: int, batch: int, group: Sequence[Edit], answer: MergeAns
         covered.update(picked)
         sources = [group[n - 1] for n in picked]
         evidence = tuple(dict.fromkeys(e for s in sources for e in s.evidence))
-        merged = Edit.from_draft(draft, f"M/L{level}/B{batch:04d}/E{number:02d}", "merged",
-                                 evidence, tuple(s.edit_id for s in sources))
+        merged = Edit.from_draft(draft, f"M/{level_batch}/E{number:02d}", "merged", evidence,
+                                 tuple(s.edit_id for s in sources))
         if len(sources) == 1 and _same_change(merged, sources[0]):
             out.append(sources[0])
             continue
         for source in sources:
             source.fate, source.fate_reason = "merged", f"into {merged.edit_id}"
         out.append(merged)
-    out.extend(edit for n, edit in enumerate(group, start=1) if n not in covered)
-    return out
+    left = sorted((e for n, e in enumerate(group, start=1) if n not in covered), key=_support)
+    room = max(0, cap - len(out))
+    for edit in left[room:]:
+        edit.fate = "not_selected"
+        edit.fate_reason = f"left out by {request_id}, which keeps at most {cap} edits"
+    return out + left[:room]
 
 
 def _same_change(a: Edit, b: Edit) -> bool:
@@ -112,14 +123,18 @@ def _same_change(a: Edit, b: Edit) -> bool:
 
 def merge_edits(proposed: Sequence[Edit], environment: str, options: EvolveOptions,
                 teacher: Teacher) -> tuple[list[Edit], list[Edit], BatchStats, int]:
-    """(the edits left after merging, every merged edit made on the way, usage, calls)."""
+    """(the edits left after merging, every merged edit made on the way, usage, calls).
+
+    Level 0 cuts the proposed edits into groups of `merge_batch`; every later level combines
+    `merge_fan_in` answers (at most `edits_per_call` edits each, so a group never exceeds
+    `merge_batch`), until one answer is left: ceil(n / batch) calls, then ceil(c / fan_in) per
+    level, as in stage 2's aggregation. A group of one edit needs no call."""
     stats = BatchStats(stage=STAGE, model="", cost_usd=0.0, reused_cost_usd=0.0)
-    current = list(proposed)
     made: list[Edit] = []
     calls = level = 0
-    size = options.merge_batch
-    while len(current) > 1:
-        groups = [current[i: i + size] for i in range(0, len(current), size)]
+    size, cap = options.merge_batch, options.edits_per_call
+    groups = [list(proposed[i: i + size]) for i in range(0, len(proposed), size)]
+    while len(groups) > 1 or (groups and len(groups[0]) > 1):
         asked = [(b, g) for b, g in enumerate(groups) if len(g) > 1]
         requests = [build_request(level, b, g, environment, options) for b, g in asked]
         results, part = teacher.run_batch(requests, stage=STAGE)
@@ -131,14 +146,22 @@ def merge_edits(proposed: Sequence[Edit], environment: str, options: EvolveOptio
             raise EvolveTeacherError(
                 f"{len(failed)} merge call(s) failed, first {failed[0][0]}: {failed[0][1]}; "
                 "re-run to retry (finished calls are reused from the teacher journal)", failed)
-        answers = {b: result.answer for (b, _), result in zip(asked, results, strict=True)}
-        merged: list[Edit] = []
+        answers = {b: (r.request_id, result.answer)
+                   for (b, _), r, result in zip(asked, requests, results, strict=True)}
+        outputs = []
         for b, group in enumerate(groups):
-            merged += apply_answer(level, b, group, answers[b]) if b in answers else group
-        known = {id(e) for e in current}
-        made += [e for e in merged if id(e) not in known]
-        if len(groups) == 1 or len(merged) >= len(current):
-            return merged, made, stats, calls
-        current = merged
+            known = {id(e) for e in group}
+            if b in answers:
+                request_id, answer = answers[b]
+                kept = apply_answer(request_id, group, answer, cap)
+            else:
+                kept = group
+            made += [e for e in kept if id(e) not in known]
+            outputs.append(kept)
+        if len(outputs) == 1:
+            return outputs[0], made, stats, calls
+        fan_in = options.merge_fan_in
+        groups = [[e for out in outputs[i: i + fan_in] for e in out]
+                  for i in range(0, len(outputs), fan_in)]
         level += 1
-    return current, made, stats, calls
+    return (groups[0] if groups else []), made, stats, calls

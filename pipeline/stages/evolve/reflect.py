@@ -89,6 +89,15 @@ def memory_item(memory: Memory, spec: "EnvSpec") -> dict[str, Any]:
     return item
 
 
+def prompt_item(item: dict[str, Any]) -> dict[str, Any]:
+    """The item with its mistakes as one string, so clipping (render_item) bounds it too."""
+    if "mistakes" not in item:
+        return item
+    said = "; ".join(f"{m['bad_action']} (when: {m['trigger_condition']})"
+                     for m in item["mistakes"])
+    return {**item, "mistakes": said}
+
+
 def entry_line(entry: Entry) -> str:
     text = " | ".join(value for value in entry.text.values() if value)
     line = f"{entry.entry_id} [{entry.section}] {text}"
@@ -123,7 +132,8 @@ def build_requests(memories: Sequence[Memory], bank: Sequence[Entry], spec: "Env
     requests = []
     for number, start in enumerate(range(0, len(memories), size)):
         items = tuple(memory_item(m, spec) for m in memories[start: start + size])
-        lines = "\n".join(render_item(i + 1, item, per_item) for i, item in enumerate(items))
+        lines = "\n".join(render_item(i + 1, prompt_item(item), per_item)
+                           for i, item in enumerate(items))
         user = _USER.format(environment=spec.memory_environment_tag, bank=bank_text,
                             memories=lines, rejected=rejected_text)
         requests.append(TeacherRequest(
