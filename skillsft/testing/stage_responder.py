@@ -24,15 +24,26 @@ _EDIT_FIELDS = ("title", "principle", "when_to_apply", "description", "why_it_ha
 
 
 def reflect_answer(text: str) -> str:
-    """Edits a model might propose from a reflect prompt: a mistake citing every memory shown,
-    a revision of the first bank entry, and one edit naming an id the bank does not have."""
-    ids = _MEMORY_ID.findall(text.split("Memories:", 1)[-1])
+    """Edits a model might propose from a reflect prompt: a skill for the first memory's
+    category citing its memories, a mistake citing every memory shown, a revision of the
+    bank's first entry, and one edit naming an id the bank does not have."""
+    memories = text.split("Memories:", 1)[-1].split("Edits that did not help:", 1)[0]
+    items = [json.loads(line) for _, line in _NUMBERED.findall(memories)]
+    ids = [item["id"] for item in items if "id" in item]
     entries = _BANK_ENTRY.findall(text.split("Current bank:", 1)[-1].split("Memories:", 1)[0])
     blank = dict.fromkeys(_EDIT_FIELDS, "")
-    edits = [{**blank, "op": "ADD", "section": "mistakes", "target_id": "",
-              "description": f"Acting before reading the observation ({len(ids)} episodes)",
-              "how_to_avoid": "Read the observation before choosing the next action.",
-              "reason": "seen in the new episodes", "evidence": ids[:4]}]
+    edits = []
+    if items and items[0].get("category"):
+        category = items[0]["category"]
+        edits.append({**blank, "op": "ADD", "section": category, "target_id": "",
+                      "title": "Confirm The Goal Object", "when_to_apply": "Before acting.",
+                      "principle": f"Confirm the object the task names ({len(ids)} episodes).",
+                      "reason": "the new episodes show it",
+                      "evidence": [i["id"] for i in items if i.get("category") == category]})
+    edits.append({**blank, "op": "ADD", "section": "mistakes", "target_id": "",
+                  "description": f"Acting before reading the observation ({len(ids)} episodes)",
+                  "how_to_avoid": "Read the observation before choosing the next action.",
+                  "reason": "seen in the new episodes", "evidence": ids[:4]})
     if entries:
         entry_id, section = entries[0]
         edits.append({**blank, "op": "REVISE", "section": section, "target_id": entry_id,

@@ -108,8 +108,9 @@ def test_rounds_accept_reject_and_feed_the_next_round(registered, tmp_path, caps
     decision = json.loads((one / "gate.json").read_text())
     assert decision["decision"] == "accepted"
     assert decision["candidate_score"] > decision["current_score"]
-    assert (one / "skill_bank.json").read_bytes() == (one / "candidate_skill_bank.json").read_bytes()
-    before, after = json.loads(current.read_text()), json.loads((one / "skill_bank.json").read_text())
+    accepted = one / "skill_bank.json"
+    assert accepted.read_bytes() == (one / "candidate_skill_bank.json").read_bytes()
+    before, after = json.loads(current.read_text()), json.loads(accepted.read_text())
     kept = entries(before)
     assert {k: v for k, v in entries(after).items() if k in kept} == kept  # untouched entries
     (added,) = after["task_specific_skills"]["fetch"]
@@ -134,7 +135,6 @@ def test_rounds_accept_reject_and_feed_the_next_round(registered, tmp_path, caps
     # round 2 from the accepted bank: a second fetch skill covers nothing new: rejected; the
     # current bank (round 1's candidate) was scored already, so only the candidate is run
     bring = write(tmp_path / "r3", [bring_win(0), bring_win(1)])
-    accepted = one / "skill_bank.json"
     assert evolve(work, accepted, bring, "--gate-command", gate) == 0
     two = work / "evolution" / "round-002"
     decision = json.loads((two / "gate.json").read_text())
@@ -258,8 +258,11 @@ def test_over_http_edits_are_journaled_checked_and_never_paid_twice(
     rejects = lines(folder / "evolve_rejects.jsonl")
     assert any("missing_999" in r["detail"] for r in rejects)
     candidate = json.loads((folder / "skill_bank.json").read_text())
-    assert candidate["general_skills"][0]["principle"] == "Check the goal again before every action."
-    assert candidate["common_mistakes"][0]["mistake_id"] == "dyn_001"
+    revised = candidate["general_skills"][0]
+    assert revised["principle"] == "Check the goal again before every action."
+    added = {candidate["task_specific_skills"]["fetch"][0]["skill_id"],
+             candidate["common_mistakes"][0]["mistake_id"]}
+    assert added == {"dyn_001", "dyn_002"}
     usage = dict(iter_manifests(folder))["candidate_skill_bank.json"]["teacher"]
     assert sum(u["calls_new"] for u in usage) >= 3  # two reflect calls and a merge
     assert (work / "journal").is_dir()

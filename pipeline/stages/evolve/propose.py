@@ -58,7 +58,8 @@ def propose_candidate(
     """The candidate bank for validated memories and a validated bank (see module docstring);
     `evolution` goes into the candidate's `metadata.evolution`."""
     bank = SkillBank.model_validate(raw_bank)
-    proposed, reflect_stats, reflect_calls = reflect_edits(memories, bank, spec, options, teacher, rejected)
+    proposed, reflect_stats, reflect_calls = reflect_edits(memories, bank, spec, options,
+                                                           teacher, rejected)
     finals, made, merge_stats, merge_calls = merge_edits(
         proposed, spec.memory_environment_tag, options, teacher)
     memory_ids = {m.memory_id for m in memories}

@@ -81,9 +81,10 @@ def resolve_conflicts(valid: Sequence[Edit]) -> list[Edit]:
             winners[key] = edit
             continue
         edit.fate = "conflict"
-        edit.fate_reason = (f"{winner.op} {winner.edit_id} on the same "
-                            f"{'entry' if edit.op == 'ADD' else edit.target_id} has "
-                            f"{winner.trajectories} supporting trajectories, this {edit.trajectories}")
+        where = "entry" if edit.op == "ADD" else edit.target_id
+        edit.fate_reason = (f"{winner.op} {winner.edit_id} on the same {where} has "
+                            f"{winner.trajectories} supporting trajectories, this "
+                            f"{edit.trajectories}")
     return sorted(winners.values(), key=_order)
 
 

@@ -93,7 +93,8 @@ def describe_changes(before: dict[str, Any], edits: Sequence[Edit], spec: "EnvSp
             section, f"{spec.label(section)} skills")
         lines += ["", f"## {label}", ""]
         for edit in (e for e in edits if e.section == section):
-            support = f"{edit.trajectories} supporting trajectories"
+            support = (f"{edit.trajectories} supporting "
+                       f"{'trajectory' if edit.trajectories == 1 else 'trajectories'}")
             if edit.op == "ADD":
                 lines.append(f"- added {edit.new_id} \"{_title(None, edit)}\" ({support})")
             elif edit.op == "RETIRE":
