@@ -55,11 +55,13 @@ def reflect_answer(text: str) -> str:
 
 
 def merge_answer(text: str) -> str:
-    """Every numbered edit back, edits of one target (or one added text) merged."""
+    """Every numbered edit back, edits making one change (same op, section, target and
+    title or description) merged."""
     groups: dict[str, dict[str, Any]] = {}
     for number, line in _NUMBERED.findall(text):
         item = json.loads(line)
-        key = f"{item.get('op')}/{item.get('target_id', '')}/{item.get('description', '')}"
+        key = "/".join(str(item.get(k, "")) for k in ("op", "section", "target_id", "title",
+                                                       "description"))
         merged = groups.setdefault(key, {**dict.fromkeys(_EDIT_FIELDS, ""), "sources": []})
         merged.update({k: item.get(k, "") or merged.get(k, "") for k in
                        ("op", "section", "target_id", "reason", *_EDIT_FIELDS)})
