@@ -2,7 +2,7 @@
 the corpus with the evolved bank costs.
 
     .venv/bin/python bench/evolve_rounds.py [--teacher openai|offline] [--protect SECTION ...]
-        [--gate]
+        [--gate] [--round2 rest|all]
 
 The sample's eight env folders are split: env000-003 are round 1, env004-007 round 2. Steps,
 each a `skillsft` child process (openai: against the local test server over HTTP, answering
@@ -93,6 +93,8 @@ def main() -> None:
     parser.add_argument("--teacher", choices=("openai", "offline"), default="openai")
     parser.add_argument("--protect", action="append", default=[])
     parser.add_argument("--gate", action="store_true")
+    parser.add_argument("--round2", choices=("rest", "all"), default="rest",
+                        help="round 2's rollouts: env004-007 (default) or all eight envs")
     args = parser.parse_args()
     root = Path(tempfile.mkdtemp(prefix="evolve-bench-"))
     folders = split(root)
@@ -113,7 +115,8 @@ def main() -> None:
             script.write_text(EVALUATOR)
             extra += ["--gate-command", f"{sys.executable} {script} {{bank}}"]
         skillsft(teacher, "evolve", "alfworld", "--skill-bank", str(work / "skill_bank.json"),
-                 "--rollout-dir", str(folders["round2"]), "--work-dir", str(work), *extra)
+                 "--rollout-dir", str(folders["round2" if args.round2 == "rest" else "all"]),
+                 "--work-dir", str(work), *extra)
         folder = work / "evolution" / "round-001"
         round2 = usage(folder, {"generated_memories.json", "candidate_skill_bank.json"})
         skillsft(teacher, "run", "alfworld", "--rollout-dir", str(folders["all"]),

@@ -4,6 +4,7 @@ accepting and rejecting; the test server over HTTP; bad input, one line each."""
 
 import json
 import os
+import shutil
 import sys
 from pathlib import Path
 
@@ -274,3 +275,71 @@ def test_over_http_edits_are_journaled_checked_and_never_paid_twice(
         if path.is_file():
             assert TEST_API_KEY.encode() not in path.read_bytes(), path
     assert os.environ["OPENAI_API_KEY"] == TEST_API_KEY
+
+
+def split_sample(sample: Path, root: Path) -> tuple[Path, Path]:
+    """The bundled ALFWorld sample in two rounds: env000-003, then env004-007."""
+    first, second = root / "round1", root / "round2"
+    for env in sorted(p.name for p in sample.iterdir() if p.is_dir()):
+        shutil.copytree(sample / env, (first if env < "env004" else second) / env)
+    return first, second
+
+
+SAMPLE = Path(__file__).resolve().parents[2] / "examples" / "rollouts" / "alfworld"
+
+
+def test_the_alfworld_sample_in_two_rounds_with_the_offline_teacher(tmp_path, capsys) -> None:
+    first, second = split_sample(SAMPLE, tmp_path)
+    work = tmp_path / "work"
+    common = ["--teacher", "offline", "--include-mixed"]
+    assert main(["run", "alfworld", *common, "--rollout-dir", str(first),
+                 "--work-dir", str(work)]) == 0
+    current = work / "skill_bank.json"
+    assert main(["evolve", "alfworld", *common, "--skill-bank", str(current),
+                 "--rollout-dir", str(second), "--work-dir", str(work)]) == 0
+    folder = work / "evolution" / "round-001"
+    edits = lines(folder / "edits.jsonl")
+    applied = [e for e in edits if e["fate"] == "applied"]
+    assert 1 <= len(applied) <= 4 and all(e["evidence"] for e in applied)
+    assert [e["new_id"] for e in applied if e["op"] == "ADD"] == [
+        f"dyn_{n:03d}" for n in range(1, 1 + sum(e["op"] == "ADD" for e in applied))]
+    before, after = json.loads(current.read_text()), json.loads((folder / "skill_bank.json")
+                                                                .read_text())
+    touched = {e["target_id"] for e in applied}
+    assert {k: v for k, v in entries(before).items() if k not in touched} == {
+        k: v for k, v in entries(after).items() if k in entries(before) and k not in touched}
+    assert "smoke test" in (folder / "changes.md").read_text()
+    # the evolved bank is a bank stage 3 reads: the corpus is rebuilt with it
+    assert main(["run", "alfworld", *common, "--skill-bank", str(folder / "skill_bank.json"),
+                 "--rollout-dir", str(first), "--work-dir", str(work)]) == 0
+    assert json.loads((work / "alfworld_sft_data.json").read_text())
+
+
+def test_a_corpus_rebuild_pays_only_for_blocks_that_changed(tmp_path, server_factory,
+                                                            monkeypatch) -> None:
+    """Distillation's journal key is the rendered prompt, whose skill block holds the general
+    principles, the task's category skills and the mistakes: with those two sections
+    protected, a rebuild pays exactly for the trajectories of the categories edits touched."""
+    monkeypatch.setenv("OPENAI_API_KEY", TEST_API_KEY)
+    server = server_factory(responder=stage_responder)
+    first, _ = split_sample(SAMPLE, tmp_path)
+    second = tmp_path / "round2"  # the new rollouts of round 2: every env again, so edits
+    shutil.rmtree(second)         # touch categories round 1 distilled
+    shutil.copytree(SAMPLE, second)
+    work = tmp_path / "work"
+    common = ["--teacher", "openai", "--base-url", server.base_url, "--include-mixed"]
+    assert main(["run", "alfworld", *common, "--rollout-dir", str(first),
+                 "--work-dir", str(work)]) == 0
+    distilled = json.loads((work / "distilled_trajectories.json").read_text())
+    assert main(["evolve", "alfworld", *common, "--skill-bank", str(work / "skill_bank.json"),
+                 "--rollout-dir", str(second), "--work-dir", str(work), "--protect", "general",
+                 "--protect", "mistakes"]) == 0
+    folder = work / "evolution" / "round-001"
+    changed = {e["section"] for e in lines(folder / "edits.jsonl") if e["fate"] == "applied"}
+    assert changed and not changed & {"general", "mistakes"}
+    assert main(["run", "alfworld", *common, "--skill-bank", str(folder / "skill_bank.json"),
+                 "--rollout-dir", str(first), "--work-dir", str(work)]) == 0
+    (usage,) = dict(iter_manifests(work))["distilled_trajectories.json"]["teacher"]
+    expected = sum(c["extra_info"]["task_type"] in changed for c in distilled)
+    assert usage["calls_new"] == expected > 0
+    assert usage["calls_from_journal"] == len(distilled) - expected
