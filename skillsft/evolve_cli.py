@@ -3,19 +3,18 @@
 Everything the command can be told wrong is checked here, before stage 1 or any teacher call:
 the rollout folder, the current bank (the file, the field, the fix), the protected sections
 and the gate command (it must name `{bank}` and be startable). The graph is built from today's
-stage tasks plus tasks/evolve.py, run by the same `execute` as every command, and the round's
-result is printed in one paragraph at the end.
+stage tasks plus tasks/evolve.py; skillsft/cli.py runs it with the same `execute` as every
+command and prints the round's result (`round_summary`) at the end.
 """
 
 import argparse
-import os
 import shutil
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from skillsft import cli, graph
-from skillsft.options_cli import add_option_flags, options_from_args
+from skillsft import graph
+from skillsft.options_cli import options_from_args
 from skillsft.pipeline.envs import ENVS
 from skillsft.pipeline.errors import InputError
 from skillsft.pipeline.stages.evolve import rounds
@@ -30,23 +29,6 @@ from skillsft.tasks.run import RunEnv
 from skillsft.tasks.stages import GenerateMemories, ParseRollouts
 
 EVOLVE_TASKS = (ParseRollouts, GenerateMemories, EvolveCandidate, EvolveGate)
-
-
-def add_evolve_command(add_command: Callable[[str, str], argparse.ArgumentParser],
-                       envs: list[str]) -> None:
-    parser = add_command("evolve", "one round of skill-bank evolution: edits to a bank from "
-                         "new rollouts, kept only when the gate's evaluator scores them higher")
-    parser.add_argument("env", choices=envs)
-    parser.add_argument("--skill-bank", required=True, metavar="CURRENT",
-                        help="the bank to improve (ours, or a released claude_style_skills.json)")
-    parser.add_argument("--rollout-dir", default=None, metavar="NEW",
-                        help="the new rollouts (default: $ROLLOUT_DIR)")
-    parser.add_argument("--work-dir", default=None,
-                        help="default: $WORK_DIR, else ./runs/<env>; rounds go to "
-                        "WORK_DIR/evolution/round-NNN/")
-    cli.add_teacher_flags(parser, per_stage_models=True)
-    add_option_flags(parser, graph.options_models(*EVOLVE_TASKS).values())
-    cli.add_run_flags(parser)
 
 
 def check_bank(path: Path, env: str) -> None:
@@ -143,11 +125,3 @@ def _fates(lines: list[bytes]) -> dict[str, int]:
             fate = orjson.loads(line)["fate"]
             counts[fate] = counts.get(fate, 0) + 1
     return counts
-
-
-def evolve_command(args: argparse.Namespace) -> int:
-    root, folder = evolve_graph(args, os.environ)
-    code = cli.execute(root, args)
-    if code == 0 and not args.dry_run and (folder / rounds.GATE).is_file():
-        print("\n".join(round_summary(folder)))
-    return code
