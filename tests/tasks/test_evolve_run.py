@@ -343,3 +343,5 @@ def test_a_corpus_rebuild_pays_only_for_blocks_that_changed(tmp_path, server_fac
     expected = sum(c["extra_info"]["task_type"] in changed for c in distilled)
     assert usage["calls_new"] == expected > 0
     assert usage["calls_from_journal"] == len(distilled) - expected
+    assert (f"`distill`: {expected} of {len(distilled)} requests were new"
+            in (work / "report.md").read_text())
