@@ -233,3 +233,42 @@ def test_a_bank_is_scored_once_per_command(tmp_path: Path) -> None:
     again, known_again = book.score(bank, command, tmp_path / "b.log", 60)
     assert (first.score, known, again.score, known_again) == (1.0, False, 1.0, True)
     assert counter.read_text() == "x"
+
+
+@pytest.mark.parametrize("env", ["alfworld", "search", "webshop"])
+def test_evolve_prompts_match_their_golden_rendering(env: str) -> None:
+    """The reflect and merge prompts of each environment, rendered from its bundled sample
+    (its own profile's rules and words), as golden files; regenerate as test_prompts.py says."""
+    from tests.pipeline.test_prompts import GOLDEN, UPDATE, _records, rendered
+
+    from skillsft.pipeline.stages.aggregate import aggregate_memories
+    from skillsft.pipeline.stages.evolve.merge import build_request as merge_request
+    from skillsft.pipeline.stages.memories import MemoryOptions, generate_memories
+
+    spec = get_env(env)
+    offline = OfflineTeacher(show_progress=False)
+    memories = generate_memories(_records(env), spec, MemoryOptions(), offline).records
+    bank = aggregate_memories(memories, spec, None, offline).records[0]
+    rejected = [{"op": "ADD", "section": "mistakes", "target_id": "",
+                 "text": {"description": "Giving up early."},
+                 "fate_reason": "candidate scored 0.4, not above current 0.5"}]
+    reflect_request = reflect.build_requests(memories, list(entries(bank)), spec,
+                                             EvolveOptions(), rejected)[0]
+    first = next(iter(entries(bank)))
+    proposed = [edit("P/B0000/E01", "REVISE", target=first.entry_id, principle="Plan first.",
+                     evidence=(memories[0].memory_id,)),
+                edit("P/B0000/E02", "ADD", section="mistakes", description="Giving up early.",
+                     how_to_avoid="Try the remaining options.",
+                     evidence=tuple(m.memory_id for m in memories[:2]))]
+    requests = {"evolve_reflect": reflect_request,
+                "evolve_merge": merge_request(0, 0, proposed, spec.memory_environment_tag,
+                                              EvolveOptions())}
+    assert all(rule in reflect_request.messages[0]["content"] for rule in spec.prompts.reflect_rules)
+    stale = []
+    for name, request in requests.items():
+        path = GOLDEN / env / f"{name}.txt"
+        if UPDATE:
+            path.write_text(rendered(request))
+        elif not path.is_file() or path.read_text() != rendered(request):
+            stale.append(str(path))
+    assert not stale, f"prompt renderings changed: {stale}; bump the prompt version"
