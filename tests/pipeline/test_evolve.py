@@ -239,11 +239,10 @@ def test_a_bank_is_scored_once_per_command(tmp_path: Path) -> None:
 def test_evolve_prompts_match_their_golden_rendering(env: str) -> None:
     """The reflect and merge prompts of each environment, rendered from its bundled sample
     (its own profile's rules and words), as golden files; regenerate as test_prompts.py says."""
-    from tests.pipeline.test_prompts import GOLDEN, UPDATE, _records, rendered
-
     from skillsft.pipeline.stages.aggregate import aggregate_memories
     from skillsft.pipeline.stages.evolve.merge import build_request as merge_request
     from skillsft.pipeline.stages.memories import MemoryOptions, generate_memories
+    from tests.pipeline.test_prompts import GOLDEN, UPDATE, _records, rendered
 
     spec = get_env(env)
     offline = OfflineTeacher(show_progress=False)
@@ -263,7 +262,8 @@ def test_evolve_prompts_match_their_golden_rendering(env: str) -> None:
     requests = {"evolve_reflect": reflect_request,
                 "evolve_merge": merge_request(0, 0, proposed, spec.memory_environment_tag,
                                               EvolveOptions())}
-    assert all(rule in reflect_request.messages[0]["content"] for rule in spec.prompts.reflect_rules)
+    system = reflect_request.messages[0]["content"]
+    assert all(rule in system for rule in spec.prompts.reflect_rules)
     stale = []
     for name, request in requests.items():
         path = GOLDEN / env / f"{name}.txt"

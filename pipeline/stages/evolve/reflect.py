@@ -59,8 +59,8 @@ text in the same fields);
 - RETIRE an entry the memories contradict (`target_id`; say why in `reason`).
 Every edit gives a short `reason` and cites in `evidence` the ids of the memories that support \
 it; an edit no memory supports must not be proposed. Use only the bank's and the memories' \
-ids as given. Write in natural English: no bracketed placeholders, no instance names, no concrete values. \
-Placeholders in the memories read as: {placeholder_words}.
+ids as given. Write in natural English: no bracketed placeholders, no instance names, no \
+concrete values. Placeholders in the memories read as: {placeholder_words}.
 {env_rules}Do not propose again an edit listed under "Edits that did not help".
 Return at most {max_edits} edits, the best supported first; return none when the bank already \
 covers the memories.
