@@ -82,10 +82,12 @@ def run_evaluator(command: str, bank: Path, log: Path, timeout: float) -> float:
         try:
             stdout, _ = process.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.communicate()
+            _stop(process)
             raise GateError(f"the evaluator took longer than --gate-timeout {timeout:g}s on "
                             f"{bank}; its output is in {log}") from None
+        except BaseException:  # ctrl-C: the evaluator runs in its own session, stop it too
+            _stop(process)
+            raise
         handle.write(b"--- stdout ---\n" + stdout)
     if process.returncode != 0:
         raise GateError(f"the evaluator exited with status {process.returncode} on {bank}; its "
@@ -95,6 +97,15 @@ def run_evaluator(command: str, bank: Path, log: Path, timeout: float) -> float:
         raise GateError(f'the evaluator printed no {{"score": <number>}} line for {bank}; its '
                         f"output is in {log}")
     return score
+
+
+def _stop(process: subprocess.Popen[bytes]) -> None:
+    """Kill the evaluator and everything it started (its own process group)."""
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    process.communicate()
 
 
 class ScoreBook:
