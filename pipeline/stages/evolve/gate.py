@@ -9,6 +9,7 @@ scored. A command that cannot start is the user's flag to fix (exit 2); a timeou
 exit or no score line is one error naming the log (exit 1), with the candidate kept on disk.
 """
 
+import contextlib
 import hashlib
 import math
 import os
@@ -101,10 +102,8 @@ def run_evaluator(command: str, bank: Path, log: Path, timeout: float) -> float:
 
 def _stop(process: subprocess.Popen[bytes]) -> None:
     """Kill the evaluator and everything it started (its own process group)."""
-    try:
+    with contextlib.suppress(ProcessLookupError):
         os.killpg(process.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
     process.communicate()
 
 
