@@ -31,6 +31,9 @@ STAGES: tuple[Stage, ...] = (
     # the pairs' thoughts are distillation requests, asked of the distill model
     Stage("preferences", "preferences_rejects.jsonl", "preferences", "distill_model"),
     Stage("skills"),
+    # skillsft evolve: reflect and merge edits to a bank (aggregation's model), then the gate
+    Stage("evolve", teacher="evolve", model="aggregate_model"),
+    Stage("gate"),
 )
 BY_NAME: dict[str, Stage] = {stage.name: stage for stage in STAGES}
 

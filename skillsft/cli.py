@@ -130,6 +130,27 @@ def add_preference_commands(
                         help="writes DIR/<env>-skills/SKILL.md")
 
 
+def add_evolve_command(
+    add_command: Callable[[str, str], argparse.ArgumentParser], envs: list[str]
+) -> None:
+    """`evolve`: one round of skill-bank evolution (skillsft/evolve_cli.py builds its graph)."""
+    from skillsft.evolve_cli import EVOLVE_TASKS
+
+    parser = add_command("evolve", "one round of skill-bank evolution: edits to a bank from "
+                         "new rollouts, kept only when the gate's evaluator scores them higher")
+    parser.add_argument("env", choices=envs)
+    parser.add_argument("--skill-bank", required=True, metavar="CURRENT",
+                        help="the bank to improve (ours, or a released claude_style_skills.json)")
+    parser.add_argument("--rollout-dir", default=None, metavar="NEW",
+                        help="the new rollouts (default: $ROLLOUT_DIR)")
+    parser.add_argument("--work-dir", default=None,
+                        help="default: $WORK_DIR, else ./runs/<env>; rounds go to "
+                        "WORK_DIR/evolution/round-NNN/")
+    add_teacher_flags(parser, per_stage_models=True)
+    add_option_flags(parser, graph.options_models(*EVOLVE_TASKS).values())
+    add_run_flags(parser)
+
+
 def add_stage_flags(parser: argparse.ArgumentParser, command: str) -> None:
     """The flags of every options model the command's tasks read (skillsft/graph.py)."""
     add_option_flags(parser, graph.options_models(*graph.COMMAND_TASKS[command]).values())
@@ -192,6 +213,7 @@ def build_parser() -> argparse.ArgumentParser:
         add_run_flags(stage)
 
     add_preference_commands(add_command, envs)
+    add_evolve_command(add_command, envs)
 
     publish = add_command("publish", "stage 5: export the corpus, upload to the Hub")
     publish.add_argument("--work-dir", required=True)
@@ -358,6 +380,14 @@ def dispatch(args: argparse.Namespace) -> int:
 
     if args.command in DIRECT_COMMANDS:  # publish/report/export-skills: no graph
         return DIRECT_COMMANDS[args.command](args)
+    if args.command == "evolve":
+        from skillsft.evolve_cli import evolve_graph, round_summary
+
+        root, folder = evolve_graph(args, os.environ)
+        code = execute(root, args)
+        if code == 0 and not args.dry_run:
+            print("\n".join(round_summary(folder)))
+        return code
     plan = None
     if args.command in ("run", "estimate", "check"):
         plan = graph.run_plan(args, os.environ)

@@ -93,7 +93,7 @@ def argument_options(item: Declared) -> dict[str, Any]:
         options["choices"] = list(opt.choices)
     if opt.metavar:
         options["metavar"] = opt.metavar
-    if opt.kind == "source_range":
+    if opt.kind in ("source_range", "repeated"):  # a repeatable flag gathering a tuple
         options["action"] = "append"
     converter = KINDS.get(opt.kind) or (item.type if item.type in (int, float) else None)
     if converter is not None:

@@ -150,6 +150,11 @@ PROMPTS = PromptProfile(
     offline_success="AlfWorld task classified as '{category}' to {goal}. Solved by {summary}.",
     offline_failure=("AlfWorld task classified as '{category}' to {goal}. Unsolved due to "
                      "{cause}."),
+    reflect_rules=(
+        "A failure that ran out of steps while searching calls for a skill about where the "
+        "object is likely to be, not for a mistake about the step budget alone.",
+        "Keep appliance use (fridge, microwave, sink, lamp) in the skills of its task type.",
+    ),
 )
 
 CHECKS: tuple[PostCheck, ...] = (admissible_action,)

@@ -87,6 +87,9 @@ class PromptProfile:
     # (its words), {goal} (abstracted), {constraints} (kinds only), {summary}, {cause}.
     offline_success: str = "Task classified as '{category}' to {goal}. Solved by {summary}."
     offline_failure: str = "Task classified as '{category}' to {goal}. Unsolved due to {cause}."
+    # What the evolve reflect prompt says about revising this environment's bank, one rule a
+    # line (pipeline/stages/evolve/reflect.py).
+    reflect_rules: tuple[str, ...] = ()
 
 
 def plain_words(mapping: dict[str, str]) -> Mapping[str, str]:

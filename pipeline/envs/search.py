@@ -104,6 +104,10 @@ PROMPTS = PromptProfile(
     offline_success=("A {label} question. The agent's plan: {summary}; it answered correctly "
                      "because a retrieved passage stated the answer."),
     offline_failure="A {label} question. The agent failed, due to {cause}.",
+    reflect_rules=(
+        "A wrong answer given after too few searches calls for a skill about when the "
+        "evidence is enough, in the query type's section; never write an answer into the bank.",
+    ),
 )
 
 

@@ -135,6 +135,10 @@ PROMPTS = PromptProfile(
                      "{summary}."),
     offline_failure=("WebShop task to buy {label} with {constraints} constraints. Unsolved due "
                      "to {cause}."),
+    reflect_rules=(
+        "A purchase that missed a size, colour or price constraint calls for a skill about "
+        "checking that constraint before buying, in the product category's section.",
+    ),
 )
 
 CHECKS: tuple[PostCheck, ...] = (bare_buy_now, invented_action, navigation_back)

@@ -516,6 +516,12 @@ def render_report_md(report: RunReport) -> str:
               m.prompt_tokens, m.completion_tokens, money(m.cost_usd),
               m.reused_prompt_tokens + m.reused_completion_tokens, money(m.reused_cost_usd)]
              for m in d.models)))
+        reused = [f"- `{t.stage}`: {t.calls_new} of {t.calls_new + t.calls_from_journal} "
+                  f"requests were new; {t.calls_from_journal} came from the journal (their "
+                  "prompts, the skill block included, did not change); a run from scratch pays "
+                  f"all {t.calls_new + t.calls_from_journal}." for t in report.teacher
+                  if t.calls_from_journal]
+        out += ["", *reused] if reused else []
         out += ["", "`cost` was paid by the run that made each output; `reused` answers came "
                 "from the journal, paid by an earlier run: the corpus cost both. Prices: "
                 f"`--prices` where it names the model, else {prices_source()}."]

@@ -13,6 +13,7 @@ from typing import Any
 import orjson
 
 from skillsft.pipeline.envs import EnvSpec
+from skillsft.schemas.evolve import Entry
 
 
 @dataclass(frozen=True)
@@ -62,3 +63,24 @@ class DistillContext:
     semantics: Any  # the environment's ActionSemantics, or None
     skill_titles: tuple[str, ...]
     steps: tuple[dict[str, Any], ...]
+
+
+@dataclass(frozen=True)
+class ReflectContext:
+    """What one reflect call shows, for the offline teacher to answer from."""
+
+    environment: str
+    bank: tuple[Entry, ...]
+    memories: tuple[dict[str, Any], ...]
+    rejected: tuple[dict[str, Any], ...]
+    sections: tuple[str, ...]
+    max_edits: int
+    placeholder_words: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class MergeContext:
+    """What one merge call shows, for the offline teacher to answer from."""
+
+    items: tuple[dict[str, Any], ...]
+    max_edits: int

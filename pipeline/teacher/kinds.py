@@ -16,8 +16,15 @@ from typing import Any
 from pydantic import BaseModel
 
 from skillsft.pipeline.teacher.base import TeacherRequest, TeacherResult
-from skillsft.pipeline.teacher.contexts import AggregateContext, DistillContext, MemoryContext
+from skillsft.pipeline.teacher.contexts import (
+    AggregateContext,
+    DistillContext,
+    MemoryContext,
+    MergeContext,
+    ReflectContext,
+)
 from skillsft.schemas.distill_answers import DistillAnswer
+from skillsft.schemas.evolve import MergeAnswer, ReflectAnswer
 from skillsft.schemas.memory_answers import MemoryAnswer, MistakesAnswer, SkillsAnswer
 
 
@@ -55,7 +62,12 @@ AGGREGATE_SKILLS = RequestKind("aggregate_skills", SkillsAnswer, "aggregate-skil
 AGGREGATE_MISTAKES = RequestKind("aggregate_mistakes", MistakesAnswer, "aggregate-mistakes-v2",
                                  AggregateContext)
 DISTILL = RequestKind("distill", DistillAnswer, "distill-v2", DistillContext)
+# skillsft evolve (pipeline/stages/evolve/): edits proposed from new memories, then merged
+EVOLVE_REFLECT = RequestKind("evolve_reflect", ReflectAnswer, "evolve-reflect-v1",
+                             ReflectContext)
+EVOLVE_MERGE = RequestKind("evolve_merge", MergeAnswer, "evolve-merge-v1", MergeContext)
 
 KINDS: dict[str, RequestKind] = {
-    kind.name: kind for kind in (MEMORY, AGGREGATE_SKILLS, AGGREGATE_MISTAKES, DISTILL)
+    kind.name: kind for kind in (MEMORY, AGGREGATE_SKILLS, AGGREGATE_MISTAKES, DISTILL,
+                                   EVOLVE_REFLECT, EVOLVE_MERGE)
 }

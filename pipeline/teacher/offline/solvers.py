@@ -7,7 +7,15 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from skillsft.pipeline.teacher.kinds import AGGREGATE_MISTAKES, AGGREGATE_SKILLS, DISTILL, MEMORY
+from skillsft.pipeline.teacher.kinds import (
+    AGGREGATE_MISTAKES,
+    AGGREGATE_SKILLS,
+    DISTILL,
+    EVOLVE_MERGE,
+    EVOLVE_REFLECT,
+    MEMORY,
+)
+from skillsft.pipeline.teacher.offline.evolve import solve_merge, solve_reflect
 from skillsft.pipeline.teacher.offline.memory import solve_memory
 from skillsft.pipeline.teacher.offline.skills import solve_mistakes, solve_skills
 from skillsft.pipeline.teacher.offline.thoughts import solve_distill
@@ -19,4 +27,6 @@ SOLVERS: dict[str, OfflineSolver] = {
     AGGREGATE_SKILLS.name: solve_skills,
     AGGREGATE_MISTAKES.name: solve_mistakes,
     DISTILL.name: solve_distill,
+    EVOLVE_REFLECT.name: solve_reflect,
+    EVOLVE_MERGE.name: solve_merge,
 }
