@@ -17,6 +17,12 @@ what it moved is the stale lease it judged, putting back a fresh one it moved by
 The mode comes from `SKILLSFT_JOURNAL_CLAIMS` (`flock`, `lease` or `auto`, the default); `auto`
 picks `lease` when /proc/self/mounts says the folder is on a network or cluster file system.
 `SKILLSFT_LEASE_SECONDS` sets the lease time to live (default 60).
+
+Every lock of a run is a claim of this module, so one setting covers them all: the journal's
+request claims and append lock, the batch ledger's submission and append locks, the spend file
+of --max-cost, the response-mode store and the work dir's run lock (`try_hold`, which adds
+shared holders for runs that share one central scheduler). A lock is a name inside a folder:
+`exclusive_beside(path)` is the blocking lock named after a file, kept in the file's folder.
 """
 
 import contextlib
@@ -53,7 +59,9 @@ class Claim(Protocol):
 class Claims(Protocol):
     """Exclusive claims on names inside one folder."""
 
+    folder: Path
     mode: str
+    suffix: str  # of the file that stands for a claim on disk
 
     def try_claim(self, name: str) -> Claim | None: ...
 
@@ -81,6 +89,7 @@ class FlockClaim:
 class FlockClaims:
     folder: Path
     mode: str = "flock"
+    suffix: str = ".lock"
 
     def try_claim(self, name: str) -> FlockClaim | None:
         """The holder unlinks the file before unlocking it; a taker checks that the file it
@@ -164,6 +173,7 @@ class LeaseClaims:
     folder: Path
     ttl: float = 60.0
     mode: str = "lease"
+    suffix: str = ".lease"
     host: str = field(default_factory=socket.gethostname)
     _held: dict[str, LeaseClaim] = field(default_factory=dict)
     _seen: dict[Path, tuple[tuple[int, int, int], float]] = field(default_factory=dict)
@@ -196,8 +206,12 @@ class LeaseClaims:
 
     @contextlib.contextmanager
     def exclusive(self, name: str) -> Iterator[None]:
+        """Wait for the claim: short locks (an append) are free again within milliseconds, long
+        ones (a batch round) are polled more slowly, up to every 50 ms."""
+        pause = 0.002
         while (claim := self.try_claim(name)) is None:
-            time.sleep(0.002)
+            time.sleep(pause)
+            pause = min(0.05, pause * 1.5)
         try:
             yield
         finally:
@@ -293,3 +307,80 @@ def claims_for(folder: Path) -> Claims:
         return FlockClaims(folder)
     ttl = float(os.environ.get(LEASE_SECONDS_VARIABLE) or 60.0)
     return LeaseClaims(folder, ttl=ttl)
+
+
+# locks built on claims ----------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def exclusive_beside(path: Path) -> Iterator[None]:
+    """The blocking exclusive lock named after `path`, kept in its folder (`<name>.lock` or
+    `<name>.lease`): for files several processes rewrite or append to."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with claims_for(path.parent).exclusive(path.name):
+        yield
+
+
+SHARED_MARK = ".shared-"
+# How long a run-lock attempt waits out another process that only looks at the lock for a
+# moment (a shared holder checking for an exclusive one); a real holder keeps it for its run.
+HOLD_SETTLE_SECONDS = 0.5
+
+
+@dataclass
+class _Holds:
+    """Several claims released together (a shared hold is its own claim)."""
+
+    claims: list[Claim]
+
+    def release(self) -> None:
+        for claim in self.claims:
+            claim.release()
+
+
+def _shared_holders(claims: Claims, name: str) -> list[str]:
+    prefix = f"{name}{SHARED_MARK}"
+    return sorted(path.name[: -len(claims.suffix)] for path in claims.folder.iterdir()
+                  if path.name.startswith(prefix) and path.name.endswith(claims.suffix))
+
+
+def _no_live_shared_holder(claims: Claims, name: str) -> bool:
+    """True when every shared hold on `name` belongs to a dead process (and is now removed)."""
+    for holder in _shared_holders(claims, name):
+        probe = claims.try_claim(holder)
+        if probe is None:
+            return False  # alive (or a lease from another machine not yet expired)
+        probe.release()  # the holder died: its claim was taken over, and is dropped now
+    return True
+
+
+def try_hold(claims: Claims, name: str, *, shared: bool = False,
+             settle_seconds: float = HOLD_SETTLE_SECONDS) -> Claim | None:
+    """A claim held for a whole run: exclusive, or `shared` with other shared holders and
+    never with an exclusive one; None when a conflicting holder is alive.
+
+    A shared holder claims a name of its own (`<name>.shared-<id>`) and then checks that nobody
+    holds `<name>` itself; an exclusive holder claims `<name>` and then checks that no shared
+    holder is alive. Each checks after it has claimed, so of two that race, at least one sees
+    the other and backs off: never both. A holder that died is noticed as the claims notice it
+    (flock: at once; lease: at once on its own machine, else after the lease time to live)."""
+    deadline = time.monotonic() + settle_seconds
+    own = claims.try_claim(f"{name}{SHARED_MARK}{uuid.uuid4().hex}") if shared else None
+    if shared and own is None:
+        return None
+    while True:
+        claim = claims.try_claim(name)
+        if claim is not None:
+            if shared:
+                claim.release()  # nobody holds it exclusively: our shared hold stands
+                assert own is not None
+                return _Holds([own])
+            if _no_live_shared_holder(claims, name):
+                return _Holds([claim])
+            claim.release()
+        if time.monotonic() >= deadline:
+            if own is not None:
+                own.release()
+            return None
+        time.sleep(0.01)
