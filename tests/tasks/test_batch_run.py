@@ -56,7 +56,9 @@ def test_without_wait_each_run_exits_0_waiting_until_the_batches_are_collected(
     assert corpus(work, "webshop") == corpus(reference, "webshop")
     # aggregate (not named) went live; memories and distill only through batches, each once
     aggregate_calls = usage_by_stage(work)["aggregate"]["calls_new"]
-    assert server.stats.total == aggregate_calls > 0  # calls_new counts the probe too
+    assert server.stats.stage_requests == aggregate_calls > 0
+    # one probe (the pre-flight's) settled the response mode of the batch items and live calls
+    assert server.stats.probes == 1
     assert set(server.stats.paid_by_prompt.values()) == {1}
     assert len(server.batches.batches) == 2
 
