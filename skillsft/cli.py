@@ -323,16 +323,21 @@ def work_dir_lock(work_dir: Path, *, shared: bool = False) -> Iterator[None]:
     that go through one central scheduler, which never gives a task to two workers, may share
     the work dir with each other, never with a run on an in-process scheduler. A claim like
     every other lock (claims.py), so SKILLSFT_JOURNAL_CLAIMS=lease covers it on NFS/Lustre."""
-    from skillsft.pipeline.teacher.claims import claims_for, try_hold
+    from skillsft.pipeline.teacher.claims import LEASE_SECONDS_VARIABLE, claims_for, try_hold
 
     lock_path = WorkDir(work_dir).lock
     lock_path.parent.mkdir(parents=True, exist_ok=True)
     # claimed as `run`: the file is .skillsft/run.lock under flock, .skillsft/run.lease under lease
-    hold = try_hold(claims_for(lock_path.parent), lock_path.stem, shared=shared)
+    claims = claims_for(lock_path.parent)
+    hold = try_hold(claims, lock_path.stem, shared=shared)
     if hold is None:
+        stale = (f" (a lease left by a run that died on another machine is honoured for "
+                 f"{LEASE_SECONDS_VARIABLE} seconds, default 60: re-run then, or delete "
+                 f"{lock_path.parent}/{lock_path.stem}*.lease if no run is going)"
+                 if claims.mode == "lease" else "")
         raise settings.UsageError(
             f"another skillsft run is using {work_dir}; wait for it to finish or use "
-            "another --work-dir"
+            f"another --work-dir{stale}"
         )
     try:
         yield

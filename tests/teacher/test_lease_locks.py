@@ -174,7 +174,8 @@ def test_a_run_on_a_work_dir_held_under_lease_is_refused_then_runs_once_the_hold
     holder = hold_in_child(state, "exclusive")
     try:
         assert run("--work-dir", str(work)) == 2
-        assert "another skillsft run is using" in capsys.readouterr().err
+        error = capsys.readouterr().err
+        assert "another skillsft run is using" in error and "SKILLSFT_LEASE_SECONDS" in error
     finally:
         holder.kill()
         holder.wait()
