@@ -329,15 +329,14 @@ def work_dir_lock(work_dir: Path, *, shared: bool = False) -> Iterator[None]:
     lock_path.parent.mkdir(parents=True, exist_ok=True)
     # claimed as `run`: the file is .skillsft/run.lock under flock, .skillsft/run.lease under lease
     claims = claims_for(lock_path.parent)
-    hold = try_hold(claims, lock_path.stem, shared=shared)
+    hold = try_hold(claims, lock_path.stem, shared=shared,
+                    waiting=lambda why: print(f"skillsft: {why} (at most "
+                                              f"{LEASE_SECONDS_VARIABLE} seconds)",
+                                              file=sys.stderr))
     if hold is None:
-        stale = (f" (a lease left by a run that died on another machine is honoured for "
-                 f"{LEASE_SECONDS_VARIABLE} seconds, default 60: re-run then, or delete "
-                 f"{lock_path.parent}/{lock_path.stem}*.lease if no run is going)"
-                 if claims.mode == "lease" else "")
         raise settings.UsageError(
             f"another skillsft run is using {work_dir}; wait for it to finish or use "
-            f"another --work-dir{stale}"
+            "another --work-dir"
         )
     try:
         yield

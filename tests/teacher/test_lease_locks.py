@@ -6,6 +6,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import orjson
@@ -174,11 +175,41 @@ def test_a_run_on_a_work_dir_held_under_lease_is_refused_then_runs_once_the_hold
     holder = hold_in_child(state, "exclusive")
     try:
         assert run("--work-dir", str(work)) == 2
-        error = capsys.readouterr().err
-        assert "another skillsft run is using" in error and "SKILLSFT_LEASE_SECONDS" in error
+        assert "another skillsft run is using" in capsys.readouterr().err
     finally:
         holder.kill()
         holder.wait()
     assert (state / "run.lease").exists()
     assert run("--work-dir", str(work)) == 0
     assert not (state / "run.lease").exists() and not lock_files(work)
+
+
+def test_a_run_lease_from_another_machine_is_watched_live_refused_and_stale_taken_over(
+        tmp_path, lease_mode, capsys) -> None:
+    """A run lease whose owner is on another machine cannot be judged by its pid: the run
+    watches it. Touched (that machine's run is alive, its heartbeat going): refused. Untouched
+    for the lease time (SKILLSFT_LEASE_SECONDS=1 here): taken over, and the run goes on."""
+    from tests.tasks.test_dag import run
+
+    work = tmp_path / "w"
+    state = work / ".skillsft"
+    state.mkdir(parents=True)
+    lease = state / "run.lease"
+    lease.write_bytes(orjson.dumps({"host": "node-elsewhere", "pid": 1, "token": "t"}))
+    beating = threading.Event()
+
+    def heartbeat() -> None:
+        while not beating.wait(0.2):
+            os.utime(lease)
+
+    beat = threading.Thread(target=heartbeat, daemon=True)
+    beat.start()
+    try:
+        assert run("--work-dir", str(work)) == 2
+    finally:
+        beating.set()
+        beat.join()
+    assert "another skillsft run is using" in capsys.readouterr().err
+
+    assert run("--work-dir", str(work)) == 0  # nobody touches it now: stale after 1 s
+    assert not lease.exists()
