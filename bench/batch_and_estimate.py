@@ -6,9 +6,11 @@ For each environment, against one fake OpenAI-compatible server (skillsft.testin
 stage responder): `skillsft estimate`, then `skillsft run` live, then `skillsft run --batch
 --batch-wait` into another work dir. Prints per teacher stage: the estimate's requests and
 input tokens, the live run's calls and server-reported prompt tokens (with the ratio), the
-batch run's requests, batches and live calls (which must be 0), and the dollars both runs
-report (built-in price table, gpt-4o-mini). Everything is measured in this process, in the
-same run, on the same machine state.
+batch run's requests, batches and live calls (which must be 0; the response-mode probe of the
+pre-flight is counted apart), whether the two corpora are equal byte for byte (the server's
+answers depend on the whole request body, so they are only when every batch body is the live
+one), and the dollars both runs report (built-in price table, gpt-4o-mini). Everything is
+measured in this process, in the same run, on the same machine state.
 """
 
 import argparse
@@ -39,6 +41,10 @@ def skillsft(*args: str) -> str:
     return done.stdout
 
 
+def corpus_records(work: Path, env: str) -> list[bytes]:
+    return (work / f"{env}_sft_data.jsonl").read_bytes().splitlines()
+
+
 def usage(work: Path) -> dict[str, dict]:
     return {u["stage"]: u for _, m in iter_manifests(work) for u in m.get("teacher", [])}
 
@@ -50,15 +56,21 @@ def measure(env: str, scratch: Path) -> None:
         estimate = {m.group(1): m.groups()[1:] for m in ROW.finditer(
             skillsft("estimate", env, *common, "--work-dir", str(live_dir)))}
         skillsft("run", env, *common, "--work-dir", str(live_dir))
-        live_calls = server.stats.total
+        live_calls, live_probes = server.stats.stage_requests, server.stats.probes
         skillsft("run", env, *common, "--work-dir", str(batch_dir), "--batch", "--batch-wait",
                  "--batch-poll", "0.01")
-        batch_live_calls = server.stats.total - live_calls
+        batch_live_calls = server.stats.stage_requests - live_calls
+        batch_probes = server.stats.probes - live_probes
         batches = len(server.batches.batches)
         items = server.stats.batch_items
     live, batch = usage(live_dir), usage(batch_dir)
-    print(f"\n{env}: live run {live_calls} HTTP requests; batch run {items} batch items in "
-          f"{batches} batches, {batch_live_calls} live requests")
+    live_records, batch_records = corpus_records(live_dir, env), corpus_records(batch_dir, env)
+    differing = sum(a != b for a, b in zip(live_records, batch_records, strict=False))
+    differing += abs(len(live_records) - len(batch_records))
+    print(f"\n{env}: live run {live_calls} HTTP requests (+{live_probes} mode probes); batch "
+          f"run {items} batch items in {batches} batches, {batch_live_calls} live requests "
+          f"(+{batch_probes} mode probes); corpus records differing: {differing} of "
+          f"{len(live_records)}")
     print(f"  {'stage':<10} {'est req':>8} {'live req':>8} {'batch req':>9} {'est in tok':>10} "
           f"{'billed in':>10} {'ratio':>6} {'est $live':>10} {'live $':>10} {'batch $':>10}")
     for stage in STAGES:

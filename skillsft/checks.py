@@ -43,9 +43,11 @@ def check_teacher(tasks: Iterable[luigi.Task]) -> list[str]:
         found, taken_out = check_endpoints(teacher.endpoint,
                                            key.get_secret_value() if key else "", teacher.model)
         lines.extend(taken_out)
-        batched = task.stage_name() in plan.batch_stages
-        # Batch items are always asked in json_schema mode; probing would be a live request.
-        mode = "json_schema (batch)" if batched else teacher.negotiate()
+        # Batch items are asked in the mode negotiated for the endpoint, like live calls: the
+        # probe (one tiny live request, journaled) settles it for both.
+        mode = teacher.negotiate()
+        if task.stage_name() in plan.batch_stages:
+            mode += " (batch items too)"
         listed = "listed" if found.listed else "no /models route"
         lines.append(f"{found.url} model {teacher.model}: {listed}, response mode {mode}")
     return lines

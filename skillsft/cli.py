@@ -7,7 +7,6 @@ variable, then default (see README.md, "Configuration").
 
 import argparse
 import contextlib
-import fcntl
 import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
@@ -341,18 +340,27 @@ def work_dir_lock(work_dir: Path, *, shared: bool = False) -> Iterator[None]:
     """One run per work dir at a time: two would overwrite each other's outputs and manifests.
     (Several Luigi workers of one run are fine: they share this run's lock.) `shared`: runs
     that go through one central scheduler, which never gives a task to two workers, may share
-    the work dir with each other, never with a run on an in-process scheduler."""
+    the work dir with each other, never with a run on an in-process scheduler. A claim like
+    every other lock (claims.py), so SKILLSFT_JOURNAL_CLAIMS=lease covers it on NFS/Lustre."""
+    from skillsft.pipeline.teacher.claims import LEASE_SECONDS_VARIABLE, claims_for, try_hold
+
     lock_path = WorkDir(work_dir).lock
     lock_path.parent.mkdir(parents=True, exist_ok=True)
-    with open(lock_path, "a") as handle:
-        try:
-            fcntl.flock(handle, (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise settings.UsageError(
-                f"another skillsft run is using {work_dir}; wait for it to finish or use "
-                "another --work-dir"
-            ) from None
+    # claimed as `run`: the file is .skillsft/run.lock under flock, .skillsft/run.lease under lease
+    claims = claims_for(lock_path.parent)
+    hold = try_hold(claims, lock_path.stem, shared=shared,
+                    waiting=lambda why: print(f"skillsft: {why} (at most "
+                                              f"{LEASE_SECONDS_VARIABLE} seconds)",
+                                              file=sys.stderr))
+    if hold is None:
+        raise settings.UsageError(
+            f"another skillsft run is using {work_dir}; wait for it to finish or use "
+            "another --work-dir"
+        )
+    try:
         yield
+    finally:
+        hold.release()
 
 
 def main(argv: Sequence[str] | None = None) -> int:

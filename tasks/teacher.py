@@ -16,11 +16,10 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
 from skillsft.pipeline.teacher.base import Teacher
-from skillsft.pipeline.teacher.batch.ledger import has_open_batches
 from skillsft.pipeline.teacher.batch.teacher import BatchOptions, BatchTeacher
 from skillsft.pipeline.teacher.budget import BudgetedTeacher, SpendFile
 from skillsft.pipeline.teacher.estimate import EstimatingTeacher
-from skillsft.pipeline.teacher.factory import make_teacher
+from skillsft.pipeline.teacher.factory import batch_options_for, teacher_for
 from skillsft.pipeline.teacher.openai.endpoints import full_base_url, hand_over, redact_url
 from skillsft.pipeline.teacher.openai.teacher import OpenAITeacher
 from skillsft.pipeline.teacher.settings import FIELD_VARIABLES, TeacherSettings
@@ -125,9 +124,14 @@ def build_teacher(plan: TeacherPlan, stage: str, work_dir: Path) -> Teacher:
                                  work_dir / "estimate")
     waiting = BatchOptions(wait=plan.batch_wait, poll_seconds=plan.batch_poll)
     journal_dir = WorkDir(work_dir).journal
-    batch = waiting if stage in plan.batch_stages else None
-    teacher = reused_teacher(settings, journal_dir, teacher_stage, batch) or make_teacher(
-        settings, journal_dir=journal_dir, stage=teacher_stage, batch=batch, open_batches=waiting)
+    batch = batch_options_for(settings, journal_dir, teacher_stage,
+                              waiting if stage in plan.batch_stages else None,
+                              open_batches=waiting)
+    # A stage going through the Batch API (asked, or batches of an earlier run still open)
+    # never reuses a live teacher.
+    reused = None if batch is not None else _LIVE_TEACHERS.get(
+        live_key(settings, journal_dir, teacher_stage))
+    teacher = reused or teacher_for(settings, journal_dir, teacher_stage, batch)
     if isinstance(teacher, OpenAITeacher):
         _LIVE_TEACHERS[live_key(settings, journal_dir, teacher_stage)] = teacher
     if plan.max_cost is None or settings.teacher != "openai":
@@ -148,13 +152,6 @@ def live_key(settings: TeacherSettings, journal_dir: Path, stage: str) -> tuple[
     return settings.model_dump_json(), str(journal_dir.resolve()), stage
 
 
-def reused_teacher(settings: TeacherSettings, journal_dir: Path, stage: str,
-                   batch: BatchOptions | None) -> Teacher | None:
-    """This process's live teacher for the same settings, journal and stage, unless the stage
-    goes through the Batch API (asked now, or batches of an earlier run still open)."""
-    if batch is not None or has_open_batches(journal_dir, stage):
-        return None
-    return _LIVE_TEACHERS.get(live_key(settings, journal_dir, stage))
 
 
 def scorer_for(skills: Any, plan: TeacherPlan, work_dir: Path) -> Any:

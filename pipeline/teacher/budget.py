@@ -8,10 +8,9 @@ one chunk; every answer received is in the journal, and a re-run with a higher b
 from there. (A Batch API stage is checked before it submits: a batch cannot be half paid.)
 
 The spend of one command is kept in a file of its own (the CLI names it), because the stages
-may run in several Luigi worker processes.
+may run in several Luigi worker processes; appends are serialised by a claim (claims.py).
 """
 
-import fcntl
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -19,8 +18,10 @@ from typing import Any
 
 import orjson
 
+from skillsft.pipeline.durable import write_all
 from skillsft.pipeline.errors import ConfigError, SkillsftError
 from skillsft.pipeline.teacher.base import BatchStats, TeacherRequest, TeacherResult
+from skillsft.pipeline.teacher.claims import exclusive_beside
 from skillsft.pipeline.teacher.estimate import price_requests
 
 
@@ -35,14 +36,12 @@ class SpendFile:
         self.path = Path(path)
 
     def add(self, stage: str, usd: float) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            os.write(fd, orjson.dumps({"stage": stage, "usd": usd}) + b"\n")
-        finally:
-            fcntl.flock(fd, fcntl.LOCK_UN)
-            os.close(fd)
+        with exclusive_beside(self.path):
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            try:
+                write_all(fd, orjson.dumps({"stage": stage, "usd": usd}) + b"\n")
+            finally:
+                os.close(fd)
 
     def total(self) -> float:
         try:

@@ -17,6 +17,12 @@ what it moved is the stale lease it judged, putting back a fresh one it moved by
 The mode comes from `SKILLSFT_JOURNAL_CLAIMS` (`flock`, `lease` or `auto`, the default); `auto`
 picks `lease` when /proc/self/mounts says the folder is on a network or cluster file system.
 `SKILLSFT_LEASE_SECONDS` sets the lease time to live (default 60).
+
+Every lock of a run is a claim of this module, so one setting covers them all: the journal's
+request claims and append lock, the batch ledger's submission and append locks, the spend file
+of --max-cost, the response-mode store and the work dir's run lock (`try_hold`, which adds
+shared holders for runs that share one central scheduler). A lock is a name inside a folder:
+`exclusive_beside(path)` is the blocking lock named after a file, kept in the file's folder.
 """
 
 import contextlib
@@ -27,7 +33,7 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
@@ -53,12 +59,16 @@ class Claim(Protocol):
 class Claims(Protocol):
     """Exclusive claims on names inside one folder."""
 
+    folder: Path
     mode: str
+    suffix: str  # of the file that stands for a claim on disk
 
     def try_claim(self, name: str) -> Claim | None: ...
 
     @contextlib.contextmanager
     def exclusive(self, name: str) -> Iterator[None]: ...
+
+    def undecided(self, name: str) -> bool: ...
 
 
 # flock ----------------------------------------------------------------------------------------
@@ -81,6 +91,7 @@ class FlockClaim:
 class FlockClaims:
     folder: Path
     mode: str = "flock"
+    suffix: str = ".lock"
 
     def try_claim(self, name: str) -> FlockClaim | None:
         """The holder unlinks the file before unlocking it; a taker checks that the file it
@@ -101,6 +112,10 @@ class FlockClaims:
                 return FlockClaim(path, fd)
             fcntl.flock(fd, fcntl.LOCK_UN)
             os.close(fd)
+
+    def undecided(self, name: str) -> bool:
+        """Never: the kernel knows at once whether a holder is alive."""
+        return False
 
     @contextlib.contextmanager
     def exclusive(self, name: str) -> Iterator[None]:
@@ -164,9 +179,11 @@ class LeaseClaims:
     folder: Path
     ttl: float = 60.0
     mode: str = "lease"
+    suffix: str = ".lease"
     host: str = field(default_factory=socket.gethostname)
     _held: dict[str, LeaseClaim] = field(default_factory=dict)
     _seen: dict[Path, tuple[tuple[int, int, int], float]] = field(default_factory=dict)
+    _alive: set[Path] = field(default_factory=set)  # leases seen touched since first sight
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _heartbeat: threading.Thread | None = None
 
@@ -190,14 +207,19 @@ class LeaseClaims:
             with self._lock:
                 self._held[token] = claim
                 self._seen.pop(path, None)
+                self._alive.discard(path)
             self._start_heartbeat()
             return claim
         return None
 
     @contextlib.contextmanager
     def exclusive(self, name: str) -> Iterator[None]:
+        """Wait for the claim: short locks (an append) are free again within milliseconds, long
+        ones (a batch round) are polled more slowly, up to every 50 ms."""
+        pause = 0.002
         while (claim := self.try_claim(name)) is None:
-            time.sleep(0.002)
+            time.sleep(pause)
+            pause = min(0.05, pause * 1.5)
         try:
             yield
         finally:
@@ -214,9 +236,22 @@ class LeaseClaims:
         seen = self._seen.get(path)
         now = time.monotonic()
         if seen is None or seen[0] != signature:
+            if seen is not None:
+                self._alive.add(path)  # touched since we first looked: its holder is alive
             self._seen[path] = (signature, now)  # changed (or new to us): the holder is alive
             return False
         return now - seen[1] >= self.ttl
+
+    def undecided(self, name: str) -> bool:
+        """True while a lease on `name` held from another machine has been neither seen touched
+        (its holder is alive) nor left untouched for the lease time (stale): a caller that may
+        wait can try again to decide, which takes at most `ttl` (a live holder touches its
+        lease every `ttl/4`)."""
+        path = self.folder / f"{name}{self.suffix}"
+        owner = _read_owner(path)
+        if not owner or owner.get("host") == self.host:
+            return False  # gone, or on this host, where the pid decides at once
+        return path in self._seen and path not in self._alive
 
     def _take_over_if_stale(self, path: Path) -> bool:
         """Move a stale lease out of the way; True when the caller should try to create again."""
@@ -293,3 +328,93 @@ def claims_for(folder: Path) -> Claims:
         return FlockClaims(folder)
     ttl = float(os.environ.get(LEASE_SECONDS_VARIABLE) or 60.0)
     return LeaseClaims(folder, ttl=ttl)
+
+
+# locks built on claims ----------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def exclusive_beside(path: Path) -> Iterator[None]:
+    """The blocking exclusive lock named after `path`, kept in its folder (`<name>.lock` or
+    `<name>.lease`): for files several processes rewrite or append to."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with claims_for(path.parent).exclusive(path.name):
+        yield
+
+
+SHARED_MARK = ".shared-"
+# How long a run-lock attempt waits out another process that only looks at the lock for a
+# moment (a shared holder checking for an exclusive one); a real holder keeps it for its run.
+HOLD_SETTLE_SECONDS = 0.5
+
+
+@dataclass
+class _Holds:
+    """Several claims released together (a shared hold is its own claim)."""
+
+    claims: list[Claim]
+
+    def release(self) -> None:
+        for claim in self.claims:
+            claim.release()
+
+
+def _shared_holders(claims: Claims, name: str) -> list[str]:
+    prefix = f"{name}{SHARED_MARK}"
+    return sorted(path.name[: -len(claims.suffix)] for path in claims.folder.iterdir()
+                  if path.name.startswith(prefix) and path.name.endswith(claims.suffix))
+
+
+def _live_shared_holder(claims: Claims, name: str) -> str | None:
+    """A shared hold on `name` whose holder may be alive, else None (the holds of dead
+    processes are removed on the way)."""
+    for holder in _shared_holders(claims, name):
+        probe = claims.try_claim(holder)
+        if probe is None:
+            return holder  # alive (or a lease from another machine not yet judged)
+        probe.release()  # the holder died: its claim was taken over, and is dropped now
+    return None
+
+
+def try_hold(claims: Claims, name: str, *, shared: bool = False,
+             settle_seconds: float = HOLD_SETTLE_SECONDS,
+             waiting: Callable[[str], None] | None = None) -> Claim | None:
+    """A claim held for a whole run: exclusive, or `shared` with other shared holders and
+    never with an exclusive one; None when a conflicting holder is alive.
+
+    A shared holder claims a name of its own (`<name>.shared-<id>`) and then checks that nobody
+    holds `<name>` itself; an exclusive holder claims `<name>` and then checks that no shared
+    holder is alive. Each checks after it has claimed, so of two that race, at least one sees
+    the other and backs off: never both. A holder that died is noticed as the claims notice it:
+    flock at once; a lease at once on its own machine, and from another machine by watching it
+    (alive once seen touched, within a quarter of the lease time; stale, and taken over, once
+    untouched for the whole lease time), `waiting` hearing once why we wait."""
+    deadline = time.monotonic() + settle_seconds
+    own = claims.try_claim(f"{name}{SHARED_MARK}{uuid.uuid4().hex}") if shared else None
+    if shared and own is None:
+        return None
+    told = False
+    while True:
+        blocker = name
+        claim = claims.try_claim(name)
+        if claim is not None:
+            if shared:
+                claim.release()  # nobody holds it exclusively: our shared hold stands
+                assert own is not None
+                return _Holds([own])
+            holder = _live_shared_holder(claims, name)
+            if holder is None:
+                return _Holds([claim])
+            claim.release()
+            blocker = holder
+        if time.monotonic() >= deadline:
+            if not claims.undecided(blocker):
+                if own is not None:
+                    own.release()
+                return None
+            if waiting is not None and not told:
+                waiting(f"{claims.folder / (blocker + claims.suffix)} is held from another "
+                        "machine; watching it to tell a live run from a dead one's lease")
+                told = True
+        time.sleep(0.01 if time.monotonic() < deadline else 0.1)

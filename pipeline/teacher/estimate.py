@@ -90,7 +90,10 @@ def price_requests(
     for request in requests:
         key = key_for(request.messages, request)
         if key not in seen:
-            outcome = follow(journal, request, key_for, reask_limit)
+            # priced as live: a conversation that ran out of re-asks is asked again (a batch
+            # round would fail it instead, so for --batch this is an upper bound)
+            outcome = follow(journal, request, key_for, reask_limit, when_exhausted="ask_again",
+                             first_key=key)
             hit = outcome.result if outcome.result is not None and outcome.result.ok else None
             seen[key] = hit
             estimate.requests += 1

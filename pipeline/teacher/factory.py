@@ -28,6 +28,31 @@ BATCH_TEACHERS: dict[str, BatchTeacherFactory] = {
 }
 
 
+def batch_options_for(
+    settings: TeacherSettings, journal_dir: Path, stage: str, batch: BatchOptions | None = None,
+    *, open_batches: BatchOptions | None = None,
+) -> BatchOptions | None:
+    """Whether (and how) a stage goes through the Batch API: when asked (`batch`), and
+    whenever an earlier --batch run left batches it has not collected (then waiting as
+    `open_batches` says). The one place that reads the ledger for this."""
+    if settings.teacher not in BATCH_TEACHERS:
+        return None
+    if batch is not None:
+        return batch
+    if has_open_batches(journal_dir, stage):
+        return open_batches or BatchOptions()
+    return None
+
+
+def teacher_for(
+    settings: TeacherSettings, journal_dir: Path, stage: str, batch: BatchOptions | None
+) -> Teacher:
+    """The teacher for one stage once `batch_options_for` has answered."""
+    if batch is not None:
+        return BATCH_TEACHERS[settings.teacher](settings, Path(journal_dir), stage, batch)
+    return TEACHERS[settings.teacher](settings, Path(journal_dir), stage)
+
+
 def make_teacher(
     settings: TeacherSettings, journal_dir: Path, stage: str, batch: BatchOptions | None = None,
     *, open_batches: BatchOptions | None = None,
@@ -36,8 +61,5 @@ def make_teacher(
 
     `batch`: use the Batch API. `open_batches`: how to wait when batches of an earlier run are
     found (the stage then finishes through the Batch API even without `batch`)."""
-    batched = BATCH_TEACHERS.get(settings.teacher)
-    if batched is not None and (batch is not None or has_open_batches(journal_dir, stage)):
-        return batched(settings, Path(journal_dir), stage,
-                       batch or open_batches or BatchOptions())
-    return TEACHERS[settings.teacher](settings, Path(journal_dir), stage)
+    options = batch_options_for(settings, journal_dir, stage, batch, open_batches=open_batches)
+    return teacher_for(settings, journal_dir, stage, options)

@@ -3,8 +3,12 @@
 POST /v1/chat/completions answers with JSON that fits the schema the request carries (the
 `response_format` json_schema, or for the weaker modes the schema quoted after "JSON schema:"
 in a message), or with whatever a pluggable `responder(request_json) -> str` returns, so stage
-tests can answer semantically. GET /stats returns the counters as JSON (for a server run as a
-subprocess); POST /reset clears them.
+tests can answer semantically. The default answer depends on the whole body, as a real
+model's may: its free text carries `body_tag(body)`, a digest of every field (model, messages,
+generation parameters, response format), so two requests that differ anywhere, a missing
+`"strict": true` included, get different answers and make different corpora (re-ask turns
+aside: a re-asked request gets its first ask's answer). GET /stats returns the counters as JSON
+(for a server run as a subprocess); POST /reset clears them.
 
 The Batch API (/v1/files, /v1/batches: states, output and error files, partial failures,
 expiry, cancellation) is served by batch_endpoint.py; its items are answered by the same
@@ -106,6 +110,7 @@ class ServerStats:
     paid_by_prompt: Counter[str] = field(default_factory=Counter)  # 200 answers per prompt hash
     faults: Counter[str] = field(default_factory=Counter)
     bodies: list[dict[str, Any]] = field(default_factory=list)
+    raw_bodies: list[bytes] = field(default_factory=list)  # as received, byte for byte
     authorization_seen: set[str] = field(default_factory=set)
     embedded_texts: list[str] = field(default_factory=list)  # every text sent to /embeddings
     batch_items: int = 0  # batch lines answered (each one paid like a live request)
@@ -148,14 +153,41 @@ def fault_for(config: ServerConfig, content_hash: str, attempt: int) -> str | No
     return None
 
 
-def example_from_schema(schema: dict[str, Any], root: dict[str, Any] | None = None) -> Any:
-    """A minimal instance of a JSON schema (the subset pydantic emits)."""
+# The opening of the teacher's re-ask (structured.reask_messages), after the reply it quotes.
+REASK_OPENING = "Your previous reply could not be used"
+
+
+def without_reasks(messages: list[Any]) -> list[Any]:
+    """The conversation minus re-ask turns (a quoted bad reply and the correction after it)."""
+    kept: list[Any] = []
+    for message in messages:
+        content = str(message.get("content", "")) if isinstance(message, dict) else ""
+        if content.startswith(REASK_OPENING) and kept and kept[-1].get("role") == "assistant":
+            kept.pop()
+            continue
+        kept.append(message)
+    return kept
+
+
+def body_tag(body: dict[str, Any]) -> str:
+    """A digest of the whole request body (key order aside): any field that differs, the
+    response format and generation parameters included, gives another tag. Re-ask turns are
+    left out, so a re-asked request gets the answer its clean first ask gets (as the fault
+    tests need: a run that met faults makes the corpus of one that did not)."""
+    whole = {**body, "messages": without_reasks(list(body.get("messages", [])))}
+    return hashlib.sha256(json.dumps(whole, sort_keys=True).encode()).hexdigest()[:10]
+
+
+def example_from_schema(schema: dict[str, Any], root: dict[str, Any] | None = None,
+                        tag: str = "") -> Any:
+    """A minimal instance of a JSON schema (the subset pydantic emits); free strings (not
+    enums or constants) carry `tag`."""
     root = schema if root is None else root
     if "$ref" in schema:
         target: Any = root
         for part in schema["$ref"].lstrip("#/").split("/"):
             target = target[part]
-        return example_from_schema(target, root)
+        return example_from_schema(target, root, tag)
     if "const" in schema:
         return schema["const"]
     if "enum" in schema:
@@ -165,15 +197,15 @@ def example_from_schema(schema: dict[str, Any], root: dict[str, Any] | None = No
     for combinator in ("anyOf", "oneOf", "allOf"):
         if combinator in schema:
             options = [o for o in schema[combinator] if o.get("type") != "null"]
-            return example_from_schema(options[0] if options else {"type": "null"}, root)
+            return example_from_schema(options[0] if options else {"type": "null"}, root, tag)
     kind = schema.get("type")
     if isinstance(kind, list):
         kind = next((k for k in kind if k != "null"), "null")
     if kind == "object" or (kind is None and "properties" in schema):
         properties = schema.get("properties", {})
-        return {name: example_from_schema(sub, root) for name, sub in properties.items()}
+        return {name: example_from_schema(sub, root, tag) for name, sub in properties.items()}
     if kind == "array":
-        item = example_from_schema(schema.get("items", {"type": "string"}), root)
+        item = example_from_schema(schema.get("items", {"type": "string"}), root, tag)
         return [item] * max(1, schema.get("minItems", 1))
     if kind == "integer":
         return int(schema.get("minimum", 1))
@@ -183,7 +215,8 @@ def example_from_schema(schema: dict[str, Any], root: dict[str, Any] | None = No
         return True
     if kind == "null":
         return None
-    return "example" + "x" * max(0, schema.get("minLength", 0) - 7)
+    text = f"example {tag}" if tag else "example"
+    return text + "x" * max(0, schema.get("minLength", 0) - len(text))
 
 
 def is_probe(body: dict[str, Any]) -> bool:
@@ -251,8 +284,9 @@ def text_vector(text: str) -> list[float]:
 
 
 def schema_answer(body: dict[str, Any]) -> str:
+    """The minimal instance of the request's schema, its free text tagged with the body."""
     schema = schema_of_request(body)
-    return json.dumps(example_from_schema(schema) if schema else {})
+    return json.dumps(example_from_schema(schema, tag=body_tag(body)) if schema else {})
 
 
 def chat_completion(
@@ -323,6 +357,35 @@ def count_prompt_tokens(body: dict[str, Any]) -> int:
     return len(json.dumps(body.get("messages", []))) // 4
 
 
+def format_refusal(
+    config: ServerConfig, body: dict[str, Any]
+) -> tuple[str, int, dict[str, Any]] | None:
+    """(fault name, status, error body) when the request's response format is refused: a
+    strict schema OpenAI would reject, or a mode the configuration refuses. Live requests and
+    batch items meet the same checks."""
+    requested = body.get("response_format") or {}
+    format_type = requested.get("type")
+    if format_type == "json_object" and "schema" in requested:
+        format_type = "json_object_schema"
+    if format_type == "json_schema" and requested["json_schema"].get("strict"):
+        problem = strict_mode_problem(requested["json_schema"]["schema"])
+        if problem:
+            return "invalid_strict_schema", 400, {"error": {
+                "message": f"Invalid schema for response_format: {problem}",
+                "type": "invalid_request_error", "param": "response_format"}}
+    if (
+        (format_type == "json_schema" and config.refuse_json_schema)
+        or (format_type.startswith("json_object") if format_type else False)
+        and config.refuse_json_object
+        or (format_type == "json_object_schema" and config.refuse_json_object_schema)
+    ):
+        message = f"response_format type {format_type!r} is not supported by this model"
+        return f"refused_{format_type}", config.refusal_status, {"error": {
+            "message": message, "type": "invalid_request_error", "param": "response_format",
+            "code": None}}
+    return None
+
+
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     disable_nagle_algorithm = True  # else headers and body wait ~40 ms for a delayed ACK
@@ -389,6 +452,7 @@ class _Handler(BaseHTTPRequestHandler):
             stats.in_flight += 1
             stats.peak_in_flight = max(stats.peak_in_flight, stats.in_flight)
             stats.bodies.append(body)
+            stats.raw_bodies.append(raw)
             stats.probes += is_probe(body)
             stats.authorization_seen.add(self.headers.get("Authorization", ""))
         try:
@@ -417,37 +481,11 @@ class _Handler(BaseHTTPRequestHandler):
         self, owner: "FakeOpenAIServer", body: dict[str, Any], content_hash: str, attempt: int
     ) -> None:
         config = owner.config
-        requested = body.get("response_format") or {}
-        format_type = requested.get("type")
-        if format_type == "json_object" and "schema" in requested:
-            format_type = "json_object_schema"
-        if format_type == "json_schema" and requested["json_schema"].get("strict"):
-            problem = strict_mode_problem(requested["json_schema"]["schema"])
-            if problem:
-                owner.count_fault("invalid_strict_schema")
-                self._send_json(400, {"error": {
-                    "message": f"Invalid schema for response_format: {problem}",
-                    "type": "invalid_request_error", "param": "response_format"}})
-                return
-        if (
-            (format_type == "json_schema" and config.refuse_json_schema)
-            or (format_type.startswith("json_object") if format_type else False)
-            and config.refuse_json_object
-            or (format_type == "json_object_schema" and config.refuse_json_object_schema)
-        ):
-            owner.count_fault(f"refused_{format_type}")
-            message = f"response_format type {format_type!r} is not supported by this model"
-            self._send_json(
-                config.refusal_status,
-                {
-                    "error": {
-                        "message": message,
-                        "type": "invalid_request_error",
-                        "param": "response_format",
-                        "code": None,
-                    }
-                },
-            )
+        refused = format_refusal(config, body)
+        if refused is not None:
+            fault, status, payload = refused
+            owner.count_fault(fault)
+            self._send_json(status, payload)
             return
         with owner.lock:
             crowded = bool(config.max_in_flight) and owner.stats.in_flight > config.max_in_flight
@@ -536,13 +574,18 @@ class FakeOpenAIServer:
         )
 
     def answer_batch_item(self, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
-        """One line of a batch, answered like a live request of the same prompt (same faults,
-        except those that only a live connection can meet: 429, hang, drop)."""
+        """One line of a batch, answered like a live request of the same body (same format
+        checks and faults, except those only a live connection can meet: 429, hang, drop)."""
         content_hash = prompt_hash(body)
         with self.lock:
             attempt = self.stats.by_prompt[content_hash]
             self.stats.by_prompt[content_hash] += 1
             self.stats.batch_items += 1
+        refused = format_refusal(self.config, body)
+        if refused is not None:
+            name, status, payload = refused
+            self.count_fault(name)
+            return status, payload
         fault = fault_for(self.config, content_hash, attempt)
         if fault in ("rate_limit", "hang", "drop"):
             fault = None

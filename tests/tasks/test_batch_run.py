@@ -56,7 +56,9 @@ def test_without_wait_each_run_exits_0_waiting_until_the_batches_are_collected(
     assert corpus(work, "webshop") == corpus(reference, "webshop")
     # aggregate (not named) went live; memories and distill only through batches, each once
     aggregate_calls = usage_by_stage(work)["aggregate"]["calls_new"]
-    assert server.stats.total == aggregate_calls > 0  # calls_new counts the probe too
+    assert server.stats.stage_requests == aggregate_calls > 0
+    # one probe (the pre-flight's) settled the response mode of the batch items and live calls
+    assert server.stats.probes == 1
     assert set(server.stats.paid_by_prompt.values()) == {1}
     assert len(server.batches.batches) == 2
 
@@ -88,3 +90,27 @@ def test_run_killed_right_after_submitting_resumes_without_paying_twice(
     assert corpus(work, "search") == corpus(reference, "search")
     assert set(server.stats.paid_by_prompt.values()) == {1} and server.stats.stage_requests == 0
     assert [b["status"] for b in server.batches.batches.values()] == ["completed"] * 3
+
+
+def test_two_runs_sharing_a_work_dir_under_leases_pay_each_item_once(
+        tmp_path: Path, server_factory, scheduler_url, monkeypatch) -> None:
+    """Two `run --batch` processes on one work dir through one luigid, every lock a lease (as
+    on NFS/Lustre): the run lock is shared, each batch is submitted once, nothing goes live."""
+    live_server = server_factory(responder=stage_responder)
+    reference = tmp_path / "live"
+    finish(skillsft("webshop", reference, live_server.base_url))
+
+    monkeypatch.setenv("SKILLSFT_JOURNAL_CLAIMS", "lease")
+    server = server_factory(responder=stage_responder, batch_polls=3)
+    work = tmp_path / "shared"
+    runs = [skillsft("webshop", work, server.base_url, "--batch", "--batch-wait",
+                     "--batch-poll", "0.05", "--scheduler-url", scheduler_url)
+            for _ in range(2)]
+    for run in runs:
+        finish(run)
+
+    assert corpus(work, "webshop") == corpus(reference, "webshop")
+    assert server.stats.batch_items == live_server.stats.stage_requests
+    assert set(server.stats.paid_by_prompt.values()) == {1} and server.stats.stage_requests == 0
+    assert not list(work.rglob("*.lock")), "a lock bypassed the lease claims"
+    assert list(work.rglob("*.lease")) == []  # every lease was given back

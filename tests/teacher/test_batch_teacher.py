@@ -28,8 +28,9 @@ from tests.support.fixtures import REPO_ROOT, TEST_API_KEY
 def settings_for(server: FakeOpenAIServer, **overrides: Any) -> TeacherSettings:
     explicit: dict[str, Any] = {"api_key": TEST_API_KEY, "base_url": server.base_url,
                                 "model": "gpt-4o-mini", "timeout": 5.0, "show_progress": False,
-                                # batch items are always asked in json_schema mode: so are
-                                # the live requests they are compared with
+                                # forced, so no probe goes live: batch items are asked in the
+                                # mode given, like live requests (test_batch_body.py has the
+                                # negotiated modes)
                                 "response_format": "json_schema"}
     return TeacherSettings.resolve({}, **{**explicit, **overrides})
 
@@ -193,7 +194,8 @@ def test_kill_9_between_submission_and_journaling_never_pays_twice(server_factor
 
     assert all(r.ok for r in results) and stats.calls_new == 25
     assert len(server.batches.batches) == 1  # found and collected, not submitted again
-    assert set(server.stats.paid_by_prompt.values()) == {1} and server.stats.total == 0
+    # the killed run negotiated the response mode (one probe); nothing else went live
+    assert set(server.stats.paid_by_prompt.values()) == {1} and server.stats.stage_requests == 0
     assert BatchLedger(ledger_path(tmp_path, "toy")).submissions[
         unconfirmed.submission].batch_id == "batch_00001"
 
@@ -204,7 +206,7 @@ def test_a_crash_before_the_batch_reached_the_provider_submits_it_then(
     its requests go out in a new batch: nothing is left waiting forever."""
     server = server_factory()
     teacher = batch_teacher(server, tmp_path)
-    file_id = teacher.provider.upload([{"custom_id": "x"}])
+    file_id = teacher.provider.upload([b'{"custom_id": "x"}'])
     teacher.ledger.append(LedgerEvent(event="intent", submission="lost", file_id=file_id,
                                       keys=[teacher.key_for(r.messages, r)
                                             for r in toy_requests(3)]))

@@ -1,11 +1,13 @@
 """The record of every batch a stage submitted, so no batch is ever paid twice.
 
 One append-only JSONL file beside the stage's journal (`teacher_<stage>.batches.jsonl`),
-written like the journal: one `write()` on an O_APPEND descriptor, fsynced, under an exclusive
-flock. Events, in the order a submission makes them:
+written like the journal: one complete write on an O_APPEND descriptor, fsynced, under an
+exclusive claim (claims.py: `flock`, or a lease where `flock` cannot be trusted). Events, in the
+order a submission makes them:
 
 - `intent`: written before the batch is created, naming the uploaded input file, the
-  submission id sent as batch metadata, and the request keys inside;
+  submission id sent as batch metadata, the request keys inside and the response mode their
+  bodies were made in;
 - `submitted`: the provider's batch id, written as the very first thing once the create call
   returns;
 - `collected`: the batch reached a final state and its results are in the journal; lists the
@@ -19,11 +21,12 @@ flock. Events, in the order a submission makes them:
 An intent without `submitted` is what a kill -9 between submission and journaling leaves; the
 next run looks the submission id up among the provider's batches before submitting anything
 (`BatchTeacher._recover`). The submission lock (`lock()`) is held from intent to `submitted`,
-so an unconfirmed intent seen under the lock always belongs to a dead process.
+so an unconfirmed intent seen under the lock always belongs to a dead process. Both locks are
+claims in `teacher_<stage>.batches.jsonl.claims/` (`submit`, `append`), so the lease mode of
+network file systems covers them: two workers on two nodes never submit the same items.
 """
 
 import contextlib
-import fcntl
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -31,6 +34,9 @@ from typing import Literal
 
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from skillsft.pipeline.durable import write_all
+from skillsft.pipeline.teacher.claims import claims_for
 
 
 class LedgerEvent(BaseModel):
@@ -42,6 +48,7 @@ class LedgerEvent(BaseModel):
     file_id: str | None = None
     batch_id: str | None = None
     keys: list[str] = Field(default_factory=list)
+    mode: str | None = None  # the response mode of the bodies, on `intent`
     status: str | None = None  # the provider's final state, on `collected`
     failed: dict[str, str] = Field(default_factory=dict)  # key -> reason, on `collected`
 
@@ -52,6 +59,7 @@ class Submission(BaseModel):
     submission: str
     keys: list[str]
     file_id: str | None = None
+    mode: str | None = None
     batch_id: str | None = None
     status: str | None = None
     collected: bool = False
@@ -67,7 +75,9 @@ class BatchLedger:
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.lock_path = self.path.with_name(self.path.name + ".lock")
+        claims_dir = self.path.with_name(self.path.name + ".claims")
+        claims_dir.mkdir(exist_ok=True)
+        self.claims = claims_for(claims_dir)
         self.submissions: dict[str, Submission] = {}
         self.failures: dict[str, list[str]] = {}  # key -> reasons, one per failed batch
         self.unreadable_lines = 0
@@ -97,8 +107,8 @@ class BatchLedger:
             return
         if event.event == "intent":
             self.submissions[event.submission] = Submission(
-                submission=event.submission, keys=event.keys, file_id=event.file_id
-            )
+                submission=event.submission, keys=event.keys, file_id=event.file_id,
+                mode=event.mode)
             return
         known = self.submissions.get(event.submission)
         if known is None:
@@ -115,31 +125,27 @@ class BatchLedger:
 
     def append(self, event: LedgerEvent) -> None:
         data = orjson.dumps(event.model_dump(exclude_defaults=True) | {"event": event.event})
-        fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            size = os.fstat(fd).st_size
-            if size and os.pread(fd, 1, size - 1) != b"\n":
-                data = b"\n" + data  # never extend a torn tail
-            os.write(fd, data + b"\n")
-            os.fsync(fd)
-        finally:
-            fcntl.flock(fd, fcntl.LOCK_UN)
-            os.close(fd)
+        with self.claims.exclusive("append"):
+            fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+            try:
+                size = os.fstat(fd).st_size
+                if size and os.pread(fd, 1, size - 1) != b"\n":
+                    data = b"\n" + data  # never extend a torn tail
+                write_all(fd, data + b"\n")
+                os.fsync(fd)
+            finally:
+                os.close(fd)
         self._fold(event)
 
     @contextlib.contextmanager
     def lock(self) -> Iterator[None]:
         """Held while polling, collecting and submitting, so two processes of one stage never
-        submit the same item or collect the same batch twice. Dropped by the kernel on death."""
-        fd = os.open(self.lock_path, os.O_CREAT | os.O_RDWR, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
+        submit the same item or collect the same batch twice. A holder that dies frees it as
+        its claim mode says (flock: at once; lease: at once on its host, else after the
+        lease time to live)."""
+        with self.claims.exclusive("submit"):
             self.refresh()
             yield
-        finally:
-            fcntl.flock(fd, fcntl.LOCK_UN)
-            os.close(fd)
 
     # Questions the teacher asks ---------------------------------------------------------
 

@@ -1,7 +1,8 @@
 """The provider's Batch API, as few calls as the teacher needs, through the openai client.
 
 Requests go up as one JSONL file (purpose `batch`), one line per request: `custom_id` is the
-request's journal key, so a result maps back to its journal entry without any other table.
+request's journal key, so a result maps back to its journal entry without any other table, and
+`body` is the very bytes a live call of the request would send (chat_request.py).
 Results come down as the batch's output file (answers) and error file (items that failed,
 expired or were refused); an item in neither (a cancelled batch) is reported as `missing`.
 """
@@ -11,9 +12,7 @@ from typing import Any
 
 import orjson
 from openai import OpenAI
-from pydantic import BaseModel
 
-from skillsft.pipeline.teacher.openai.structured import Messages, answer_schema
 from skillsft.pipeline.teacher.settings import TeacherSettings
 
 CHAT_ENDPOINT = "/v1/chat/completions"
@@ -29,21 +28,11 @@ class ItemOutcome:
     error: str | None = None  # "<kind>: <detail>" otherwise
 
 
-def item_line(
-    key: str, model: str, messages: Messages, parameters: dict[str, Any],
-    answer_model: type[BaseModel],
-) -> dict[str, Any]:
-    """One request of the input file; the body is what a live json_schema call would send."""
-    body = {
-        "model": model,
-        "messages": list(messages),
-        **parameters,
-        "response_format": {
-            "type": "json_schema",
-            "json_schema": {"name": answer_model.__name__, "schema": answer_schema(answer_model)},
-        },
-    }
-    return {"custom_id": key, "method": "POST", "url": CHAT_ENDPOINT, "body": body}
+def item_line(key: str, body: bytes) -> bytes:
+    """One line of the input file around a request body (`chat_request.body_bytes`), which is
+    embedded as it is, byte for byte."""
+    return orjson.dumps({"custom_id": key, "method": "POST", "url": CHAT_ENDPOINT,
+                         "body": orjson.Fragment(body)})
 
 
 class BatchProvider:
@@ -56,8 +45,8 @@ class BatchProvider:
             max_retries=settings.max_retries,
         )
 
-    def upload(self, lines: list[dict[str, Any]]) -> str:
-        data = b"".join(orjson.dumps(line) + b"\n" for line in lines)
+    def upload(self, lines: list[bytes]) -> str:
+        data = b"".join(line + b"\n" for line in lines)
         return self.client.files.create(file=("requests.jsonl", data), purpose="batch").id
 
     def create(self, file_id: str, submission: str) -> Any:

@@ -2,8 +2,11 @@
 
 It keeps the live teacher's promises with the same journal: a request whose answer is on disk
 is never sent again, and every answer is validated (and re-asked when invalid) the same way, so
-a batch run and a live run of the same requests make the same corpus. What changes is the
-unit of work. A round:
+a batch run and a live run of the same requests make the same corpus. Each item's body is made
+by the function that makes a live call's body (chat_request.py), in the response mode
+negotiated for the endpoint (forced by --response-format, known from `response_modes.json`, or
+probed once with a tiny live request, as the live teacher does). What changes is the unit of
+work. A round:
 
 1. under the stage's ledger lock, confirm submissions a crash left unconfirmed (ledger.py);
 2. poll every open batch once; a finished one has its answers written to the journal and its
@@ -31,7 +34,6 @@ from pathlib import Path
 from typing import Any
 
 import openai
-import orjson
 from tqdm.auto import tqdm
 
 from skillsft.pipeline.errors import SkillsftError
@@ -45,10 +47,15 @@ from skillsft.pipeline.teacher.batch.provider import (
     ItemOutcome,
     item_line,
 )
-from skillsft.pipeline.teacher.journal import Journal, JournalRecord, request_key
+from skillsft.pipeline.teacher.journal import Journal, JournalRecord
+from skillsft.pipeline.teacher.openai.chat_request import body_bytes, chat_body, chat_key
 from skillsft.pipeline.teacher.openai.endpoints import redact_url
-from skillsft.pipeline.teacher.openai.structured import Messages, answer_schema
-from skillsft.pipeline.teacher.openai.teacher import failed_result, generation_parameters
+from skillsft.pipeline.teacher.openai.structured import Messages, ResponseMode
+from skillsft.pipeline.teacher.openai.teacher import (
+    OpenAITeacher,
+    failed_result,
+    generation_parameters,
+)
 from skillsft.pipeline.teacher.pricing import PriceTable
 from skillsft.pipeline.teacher.progress import BatchTracker
 from skillsft.pipeline.teacher.settings import TeacherSettings
@@ -83,19 +90,24 @@ class BatchTeacher:
         self.stage = stage
         self.model = settings.model_for(stage)
         self.parameters = generation_parameters(self.model, settings)
-        self.journal = Journal(Path(journal_dir) / f"teacher_{stage}.jsonl")
+        self.journal_dir = Path(journal_dir)
+        self.journal = Journal(self.journal_dir / f"teacher_{stage}.jsonl")
         self.ledger = BatchLedger(ledger_path(journal_dir, stage))
         table = prices or PriceTable.with_overrides(settings.price_file, settings.price_overrides)
         self.prices = table.for_batch()
         self.provider = BatchProvider(settings)
         self.batches_submitted = 0  # by this object, for tests and the measurement
+        self.mode: ResponseMode | None = None  # settled before the first submission
 
     def key_for(self, messages: Messages, request: TeacherRequest[Any]) -> str:
-        return request_key(
-            model=self.model, messages=messages, parameters=self.parameters,
-            answer_schema=answer_schema(request.answer_model),
-            prompt_version=request.prompt_version,
-        )
+        return chat_key(self.model, self.parameters, messages, request)
+
+    def response_mode(self) -> ResponseMode:
+        """The mode the endpoint was negotiated in, the live teacher's way (negotiate: forced,
+        known, or probed once); asked only when something is to be submitted."""
+        if self.mode is None:
+            self.mode = OpenAITeacher(self.settings, self.journal_dir, self.stage).negotiate()
+        return self.mode
 
     # The stage's entry point --------------------------------------------------------------
 
@@ -166,7 +178,8 @@ class BatchTeacher:
             ) from None
 
     def _follow(self, request: TeacherRequest[Any]) -> Followed:
-        return follow(self.journal, request, self.key_for, self.settings.reask_limit)
+        return follow(self.journal, request, self.key_for, self.settings.reask_limit,
+                      when_exhausted="fail")
 
     def _gave_up(self, request: TeacherRequest[Any], step: Step | None) -> TeacherResult[Any]:
         """A request whose next call failed in batches more often than the limit allows."""
@@ -209,7 +222,7 @@ class BatchTeacher:
                     failed[outcome.key] = outcome.error or "batch_failed: no answer"
                     self._journal_error(outcome)
                     continue
-                record = self._journal_answer(outcome)
+                record = self._journal_answer(outcome, submission.mode)
                 tracker.paid(record.model or self.model, record.prompt_tokens,
                              record.completion_tokens, record.cached_prompt_tokens)
                 collected.add(outcome.key)
@@ -219,7 +232,7 @@ class BatchTeacher:
                                            failed=failed))
         return collected
 
-    def _journal_answer(self, outcome: ItemOutcome) -> JournalRecord:
+    def _journal_answer(self, outcome: ItemOutcome, mode: str | None) -> JournalRecord:
         completion = outcome.completion or {}
         choice = (completion.get("choices") or [{}])[0]
         usage = read_usage(completion.get("usage"))
@@ -230,7 +243,7 @@ class BatchTeacher:
             finish_reason=choice.get("finish_reason"),
             prompt_tokens=usage.prompt_tokens, completion_tokens=usage.completion_tokens,
             cached_prompt_tokens=usage.cached_prompt_tokens,
-            time=time.time(), response_mode="json_schema",
+            time=time.time(), response_mode=mode,
         )
         self.journal.append(record)
         return record
@@ -255,13 +268,16 @@ class BatchTeacher:
             elif len(self.ledger.failures.get(step.key, [])) <= self.settings.max_retries:
                 to_send.setdefault(step.key, (firsts[key], step))
                 waiting.append(key)
-        lines = [(key, item_line(key, self.model, step.messages, self.parameters,
-                                 request.answer_model))
-                 for key, (request, step) in to_send.items()]
-        chunk: list[tuple[str, dict[str, Any]]] = []
+        lines: list[tuple[str, bytes]] = []
+        if to_send:
+            mode = self.response_mode()
+            lines = [(key, item_line(key, body_bytes(chat_body(
+                self.model, step.messages, self.parameters, mode, request.answer_model))))
+                for key, (request, step) in to_send.items()]
+        chunk: list[tuple[str, bytes]] = []
         size = 0
         for key, line in lines:
-            line_bytes = len(orjson.dumps(line)) + 1
+            line_bytes = len(line) + 1
             if chunk and (len(chunk) >= self.options.max_items
                           or size + line_bytes > self.options.max_bytes):
                 self._submit_one(chunk)
@@ -272,13 +288,13 @@ class BatchTeacher:
             self._submit_one(chunk)
         return waiting
 
-    def _submit_one(self, items: list[tuple[str, dict[str, Any]]]) -> None:
+    def _submit_one(self, items: list[tuple[str, bytes]]) -> None:
         lines = [line for _, line in items]
         file_id = self.provider.upload(lines)
         submission = uuid.uuid4().hex
         keys = [key for key, _ in items]
         self.ledger.append(LedgerEvent(event="intent", time=time.time(), submission=submission,
-                                       file_id=file_id, keys=keys))
+                                       file_id=file_id, keys=keys, mode=self.mode))
         batch = self.provider.create(file_id, submission)
         # Nothing may happen between the create call and this line: it is what makes a re-run
         # poll this batch instead of paying for it again.

@@ -13,7 +13,6 @@ A refusal is any 4xx/5xx whose body talks about the response format, not only a 
 llama-cpp-python answers an unknown `response_format.type` with a 500.
 """
 
-import fcntl
 import os
 import re
 import time
@@ -24,6 +23,7 @@ import openai
 import orjson
 from pydantic import BaseModel, ConfigDict
 
+from skillsft.pipeline.teacher.claims import exclusive_beside
 from skillsft.pipeline.teacher.openai.endpoints import redact_url, url_digest
 from skillsft.pipeline.teacher.openai.structured import ENFORCING_MODES, ResponseMode
 
@@ -60,8 +60,9 @@ def mode_is_confirmed(mode: ResponseMode, answer_valid: bool) -> bool:
 class ModeStore:
     """`response_modes.json`: {"<url digest>|<model>": {"mode", "endpoint", "model", "time"}}.
 
-    Written whole and atomically (temp file + rename) under an exclusive lock, so concurrent
-    workers never see half a file; the endpoint is stored redacted."""
+    Written whole and atomically (temp file + rename) under an exclusive claim (claims.py), so
+    concurrent workers never see half a file nor lose each other's entries; the endpoint is
+    stored redacted."""
 
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
@@ -82,10 +83,7 @@ class ModeStore:
         return entry.get("mode") if isinstance(entry, dict) else None
 
     def put(self, endpoint: str, model: str, mode: ResponseMode) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        lock_path = self.path.with_name(self.path.name + ".lock")
-        with open(lock_path, "a") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
+        with exclusive_beside(self.path):
             data = self.read()
             data[self.key(endpoint, model)] = {
                 "mode": mode, "endpoint": redact_url(endpoint), "model": model,

@@ -26,18 +26,21 @@ import random
 import re
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import httpx2
 import openai
 from openai import AsyncOpenAI, DefaultAsyncHttpxClient
+from openai.types.chat import ChatCompletion
 
 from skillsft.pipeline.teacher.base import TeacherRequest, TeacherResult
+from skillsft.pipeline.teacher.batch.conversation import Step, follow
 from skillsft.pipeline.teacher.failures import retryable_after, skip_reason
 from skillsft.pipeline.teacher.journal import Journal, JournalRecord, request_key
 from skillsft.pipeline.teacher.limits import AdaptiveLimiter, MinuteWindow
+from skillsft.pipeline.teacher.openai.chat_request import body_bytes, chat_body, chat_key
 from skillsft.pipeline.teacher.openai.endpoint_pool import EndpointPool
 from skillsft.pipeline.teacher.openai.endpoints import redact_url, scrub, split_query, url_digest
 from skillsft.pipeline.teacher.openai.negotiation import (
@@ -80,6 +83,7 @@ _REASONING_MODEL = re.compile(r"^(o\d+(-.*)?|gpt-5.*|deepseek-reasoner.*)$")
 # request (the work dir's response_modes.json carries it to other processes and runs).
 _ENDPOINT_MODES: dict[tuple[str, str], ResponseMode] = {}
 PROBE_PROMPT_VERSION = "probe/1"
+CHAT_COMPLETIONS_PATH = "/chat/completions"  # under the endpoint's base URL (…/v1)
 
 RATE_LIMIT_ROUNDS = 4  # extra rounds after the client's own retries gave up on a 429
 
@@ -160,16 +164,6 @@ class _Refused(Exception):
         super().__init__(detail)
         self.mode = mode
         self.detail = detail
-
-
-@dataclass
-class _Resume:
-    """Where a request's conversation continues: these messages, this many answers so far."""
-
-    messages: Messages
-    attempt: int
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
 
 
 class OpenAITeacher:
@@ -257,13 +251,7 @@ class OpenAITeacher:
         return [result for result in results if result is not None], stats
 
     def key_for(self, messages: Messages, request: TeacherRequest[Any]) -> str:
-        return request_key(
-            model=self.model,
-            messages=messages,
-            parameters=self.parameters,
-            answer_schema=answer_schema(request.answer_model),
-            prompt_version=request.prompt_version,
-        )
+        return chat_key(self.model, self.parameters, messages, request)
 
 
 class _BatchRun:
@@ -346,43 +334,19 @@ class _BatchRun:
         finally:
             claim.release()
 
-    def _replay(self, request: TeacherRequest[Any], key: str) -> TeacherResult[Any] | _Resume:
-        """Follow the request's conversation through the journal as far as it goes.
+    def _replay(self, request: TeacherRequest[Any], key: str) -> TeacherResult[Any] | Step:
+        """Follow the request's conversation through the journal as far as it goes
+        (conversation.py). A valid answer found there is a hit. An invalid one is never a hit:
+        its re-ask is looked up next. A conversation that ended invalid starts afresh (the
+        model is asked again), which is where live and batch differ."""
+        followed = follow(self.teacher.journal, request, self.teacher.key_for,
+                          self.settings.reask_limit, when_exhausted="ask_again", first_key=key)
+        if followed.result is not None:
+            return followed.result
+        assert followed.step is not None
+        return followed.step
 
-        A valid answer found there is a hit. An invalid one is never a hit: its re-ask is looked
-        up next. A conversation that ended invalid starts afresh (the model is asked again).
-        """
-        messages, attempt, prompt_tokens, completion_tokens = request.messages, 0, 0, 0
-        cached = 0
-        while True:
-            record = self.teacher.journal.latest_response(
-                key if attempt == 0 else self.teacher.key_for(messages, request)
-            )
-            if record is None:
-                return _Resume(messages, attempt, prompt_tokens, completion_tokens)
-            prompt_tokens += record.prompt_tokens
-            completion_tokens += record.completion_tokens
-            cached += record.cached_prompt_tokens
-            try:
-                answer = parse_answer(record.raw_text, record.finish_reason, request.answer_model)
-            except AnswerProblem as problem:
-                attempt += 1
-                if attempt > self.settings.reask_limit:
-                    return _Resume(request.messages, 0)
-                messages = reask_messages(messages, record.raw_text, problem)
-                continue
-            return TeacherResult(
-                request_id=request.request_id,
-                answer=answer,
-                raw_text=record.raw_text,
-                from_journal=True,
-                prompt_tokens=prompt_tokens,
-                completion_tokens=completion_tokens,
-                attempts=attempt + 1,
-                cached_prompt_tokens=cached,
-            )
-
-    async def _converse(self, request: TeacherRequest[Any], state: _Resume) -> TeacherResult[Any]:
+    async def _converse(self, request: TeacherRequest[Any], state: Step) -> TeacherResult[Any]:
         messages, attempt = state.messages, state.attempt
         prompt_tokens, completion_tokens = state.prompt_tokens, state.completion_tokens
         raw_text: str | None = None
@@ -660,13 +624,11 @@ class _BatchRun:
             async with self.limiter.slot(), self.teacher.slots.slot():
                 current = await self.current_mode()
                 mode = RESPONSE_MODES[max(floor, RESPONSE_MODES.index(current))]
-                parameters = dict(self.teacher.parameters)
-                format_parameter = response_format(mode, request.answer_model)
-                if format_parameter is not None:
-                    # Sent as extra body, the same JSON on the wire: as a typed parameter the
-                    # client walks the whole schema for type coercion on every request, which
-                    # measured ~8 % of a saturated 32-wide batch's CPU (bench/teacher.py).
-                    parameters["extra_body"] = {"response_format": format_parameter}
+                # Our own bytes (chat_request.py), the same a batch line of this request
+                # carries; sent as raw content, the client neither walks the schema for type
+                # coercion (~8 % of a saturated batch's CPU, bench/teacher.py) nor reorders it.
+                body = body_bytes(chat_body(self.teacher.model, messages, self.teacher.parameters,
+                                            mode, request.answer_model))
                 started = time.monotonic()
                 self.tracker.call_started(request.request_id, started)
                 call_timeout = min(self.settings.timeout, max(0.1, give_up_at - started))
@@ -676,11 +638,8 @@ class _BatchRun:
                 endpoint.in_flight += 1
                 endpoint.sent += 1
                 try:
-                    completion = await client.chat.completions.create(
-                        model=self.teacher.model,
-                        messages=messages_for_mode(messages, mode, request.answer_model),
-                        **parameters,  # type: ignore[arg-type]
-                    )
+                    completion = await client.post(
+                        CHAT_COMPLETIONS_PATH, cast_to=ChatCompletion, content=body)
                     self.pool.succeeded(endpoint)
                     latency = time.monotonic() - started
                     return await self._journal_response(request, key, completion, latency, mode)
