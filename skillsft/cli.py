@@ -29,13 +29,13 @@ from skillsft.luigi_options import luigi_build_options
 from skillsft.options_cli import add_option_flags
 from skillsft.pipeline.envs import ENVS
 from skillsft.pipeline.errors import SkillsftError
+from skillsft.pipeline.teacher.plan import FORCED_STAGES_VARIABLE
 from skillsft.pipeline.teacher.settings import RESPONSE_FORMAT_CHOICES
 from skillsft.pipeline.workdir import WorkDir
 from skillsft.run_log import close_log, open_log
 from skillsft.tasks.base import StageTask, input_signatures_frozen, walk_graph
 from skillsft.tasks.failures import CONFIGURATION_ERRORS, clear_failure, read_failure
 from skillsft.tasks.summary import print_summary
-from skillsft.tasks.teacher import FORCED_STAGES_VARIABLE
 
 STAGES = ("parse", "memories", "aggregate", "distill", "flatten", "report", "publish",
           "preferences", "skills")

@@ -17,14 +17,16 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from skillsft.pipeline.teacher.plan import TeacherPlan
 from skillsft.pipeline.teacher.pricing import load_price_file
 from skillsft.pipeline.teacher.settings import (
     FIELD_VARIABLES,
     TEACHER_CHOICES,
+    MissingApiKey,
     TeacherSettings,
     announce,
+    require_api_key,
 )
-from skillsft.tasks.teacher import TeacherPlan
 
 # The samples ship inside the package (skillsft.examples), so an installed wheel runs them too.
 BUNDLED_SAMPLES = Path(str(resources.files("skillsft.examples"))) / "rollouts"
@@ -88,11 +90,11 @@ def resolve_teacher(args: argparse.Namespace, environ: Mapping[str, str]) -> Tea
         resolved = TeacherSettings.resolve(environ, **explicit)
     except ValidationError as exc:
         raise UsageError(describe_settings_error(exc, explicit, environ)) from None
-    if resolved.teacher == "openai" and resolved.api_key is None:
-        raise UsageError(
-            "the openai teacher needs an API key: set OPENAI_API_KEY (or DEEPSEEK_API_KEY; any "
-            "non-empty value for a local server that ignores keys), or use --teacher offline"
-        )
+    if resolved.teacher == "openai":
+        try:
+            require_api_key(resolved)
+        except MissingApiKey as missing:
+            raise UsageError(str(missing)) from None
     models: dict[str, str] = {}
     for stage, flag in (("memory", "memory_model"), ("aggregate", "aggregate_model"),
                         ("distill", "distill_model")):

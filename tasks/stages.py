@@ -18,16 +18,18 @@ from skillsft.pipeline.envs import get_env
 from skillsft.pipeline.formats import jsonio
 from skillsft.pipeline.formats.record_files import TRAJECTORIES, load_records
 from skillsft.pipeline.selection import SelectionOptions
+from skillsft.pipeline.skill_selection import scorer_for
 from skillsft.pipeline.stages.aggregate import AggregateOptions
 from skillsft.pipeline.stages.distill import DistillOptions
 from skillsft.pipeline.stages.flatten import FlattenOptions
 from skillsft.pipeline.stages.memories import MemoryOptions
 from skillsft.pipeline.stages.outcome import FailureRule
+from skillsft.pipeline.teacher.plan import build_teacher, embedding_client
 from skillsft.schemas import Reject
 from skillsft.tasks.base import StageOutput, StageTask, rejects_lines, signature_of_tree
 from skillsft.tasks.options_param import OptionsParameter, TaskListParameter
 from skillsft.tasks.shard_merge import merge_shards
-from skillsft.tasks.teacher import TeacherParameter, build_teacher, scorer_for
+from skillsft.tasks.teacher import TeacherParameter
 
 
 class ParseRollouts(StageTask):
@@ -159,7 +161,7 @@ class Distill(ShardedStage):
         bank = load_skill_bank(bank_path, spec)
         teacher = build_teacher(self.teacher, self.stage, Path(self.work_dir))
         options = replace(self.distill, input_name=str(inputs[0]))
-        scorer = scorer_for(options.skills, self.teacher, Path(self.work_dir))
+        scorer = scorer_for(embedding_client(options.skills, self.teacher, Path(self.work_dir)))
         result = distill(loaded.records, spec, options, teacher, bank, scorer)
         result.absorb_load(loaded)
         return StageOutput.of(result, jsonio.dumps(result.records), input_name=str(inputs[0]),

@@ -12,6 +12,7 @@ Precedence, highest first, the same for every field:
   only endpoint information is DeepSeek's, else the OpenAI API. Several comma-separated URLs
   spread the requests over servers of the same model (endpoint_pool.py).
 - `concurrency`: `SKILLSFT_CONCURRENCY`; default 16.
+- `rate_window`: `SKILLSFT_RATE_WINDOW`; default 60 (seconds the --rpm/--tpm caps count over).
 - model per stage: `MEMORY_MODEL`, `AGGREGATE_MODEL`, `DISTILL_MODEL`; default
   `deepseek-chat` on DeepSeek, else `gpt-4o-mini`.
 
@@ -26,6 +27,7 @@ from typing import Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
+from skillsft.pipeline.errors import ConfigError
 from skillsft.pipeline.teacher.openai.endpoints import redact_url, split_urls
 
 TeacherKind = Literal["openai", "offline"]
@@ -53,6 +55,7 @@ FIELD_VARIABLES: dict[str, tuple[str, ...]] = {
     "api_key": ("OPENAI_API_KEY", "DEEPSEEK_API_KEY"),
     "base_url": ("OPENAI_BASE_URL", "DEEPSEEK_BASE_URL"),
     "concurrency": ("SKILLSFT_CONCURRENCY",),
+    "rate_window": ("SKILLSFT_RATE_WINDOW",),
 }
 
 
@@ -70,10 +73,15 @@ class TeacherSettings(BaseModel):
     concurrency: int = Field(default=16, ge=1)  # requests in flight at the start
     max_concurrency: int = Field(default=64, ge=1)  # how far the adaptive limit may grow
     timeout: float = Field(default=120.0, gt=0)
-    max_retries: int = Field(default=4, ge=0)  # the openai client's own retries per call
+    # Retries of one call after a timeout, a dropped connection or a 5xx (429s get
+    # RATE_LIMIT_ROUNDS more), made by the teacher's own loop: the client's are off.
+    max_retries: int = Field(default=4, ge=0)
     reask_limit: int = Field(default=2, ge=0)
     rpm: int | None = Field(default=None, ge=1)
     tpm: int | None = Field(default=None, ge=1)
+    # The window --rpm/--tpm are counted over, in seconds; the caps are scaled to it (with 10,
+    # --rpm 120 allows 20 starts in any 10 s), for providers that police bursts within a minute.
+    rate_window: float = Field(default=60.0, gt=0, le=60.0)
     temperature: float = 0.3
     max_output_tokens: int = Field(default=4096, ge=1)
     response_format: ResponseFormatChoice = "auto"
@@ -138,6 +146,20 @@ class TeacherSettings(BaseModel):
     def first_endpoint(self) -> str:
         """The one URL for what is not spread over servers (the Batch API, embeddings)."""
         return split_urls(self.endpoint())[0]
+
+
+class MissingApiKey(ConfigError, ValueError):
+    """The openai teacher was chosen without a key."""
+
+
+def require_api_key(settings: TeacherSettings) -> SecretStr:
+    """The key of a live teacher, or MissingApiKey saying how to give one (the one check, for
+    the command line, the live teacher and the batch teacher alike)."""
+    if settings.api_key is None:
+        raise MissingApiKey(
+            "the openai teacher needs an API key: set OPENAI_API_KEY (or DEEPSEEK_API_KEY; any "
+            "non-empty value for a local server that ignores keys), or use --teacher offline")
+    return settings.api_key
 
 
 def _uses_deepseek(env: Mapping[str, str], values: Mapping[str, object]) -> bool:

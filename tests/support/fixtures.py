@@ -11,10 +11,19 @@ from typing import Any
 
 import pytest
 
+from skillsft.pipeline.teacher.openai.runtime import close_runtimes
 from skillsft.testing.openai_server import FakeOpenAIServer, ServerConfig
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 TEST_API_KEY = "sk-test-DO-NOT-LEAK-4f1c9e"  # tests grep the work dir for this exact string
+
+
+@pytest.fixture(autouse=True)
+def fresh_teacher_runtimes() -> Iterator[None]:
+    """Each test's teachers start as in a new process (openai/runtime.py), and their clients
+    and event loops are closed after it."""
+    yield
+    close_runtimes()
 
 
 @pytest.fixture

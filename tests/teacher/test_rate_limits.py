@@ -9,7 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from skillsft.pipeline.teacher.limits import MinuteWindow
-from skillsft.pipeline.teacher.openai.teacher import OpenAITeacher, parse_reset
+from skillsft.pipeline.teacher.openai.ratelimit_headers import parse_reset
+from skillsft.pipeline.teacher.openai.teacher import OpenAITeacher
 from skillsft.pipeline.teacher.settings import TeacherSettings
 from skillsft.testing.openai_server import FakeOpenAIServer
 from skillsft.testing.toy import toy_requests

@@ -51,7 +51,7 @@ from skillsft.pipeline.teacher.openai.structured import Messages, answer_schema
 from skillsft.pipeline.teacher.openai.teacher import failed_result, generation_parameters
 from skillsft.pipeline.teacher.pricing import PriceTable
 from skillsft.pipeline.teacher.progress import BatchTracker
-from skillsft.pipeline.teacher.settings import TeacherSettings
+from skillsft.pipeline.teacher.settings import TeacherSettings, require_api_key
 
 log = logging.getLogger("skillsft.teacher")
 
@@ -75,8 +75,7 @@ class BatchTeacher:
         self, settings: TeacherSettings, journal_dir: Path, stage: str,
         options: BatchOptions | None = None, *, prices: PriceTable | None = None,
     ) -> None:
-        if settings.api_key is None:
-            raise ValueError("the batch teacher needs an API key: set OPENAI_API_KEY")
+        require_api_key(settings)
         self.settings = settings
         self.options = options or BatchOptions()
         self.stage = stage

@@ -1,16 +1,18 @@
 """The teacher that calls an OpenAI-compatible chat-completions endpoint.
 
-What the openai client already does, we let it do: each HTTP call is retried by the client
-(`max_retries`) on 408/409/429/5xx, timeouts and dropped connections, with exponential backoff
-and 0-25 % jitter, honouring `Retry-After`/`retry-after-ms` up to two minutes.
+Every retry is ours: the openai client is built with `max_retries=0` (runtime.py), and `_create`
+retries a call that met a timeout, a dropped connection, a 408/409 or a 5xx up to
+`max_retries` times (jittered exponential backoff, or the server's Retry-After), and a 429 up to
+`RATE_LIMIT_ROUNDS` times more (Retry-After as the least wait: rate limits are the one error
+that waiting reliably cures), all within the request deadline. The concurrency slot is given
+back before each wait, so a halved limit really holds back the pool.
 
-What we layer on top:
-- an adaptive concurrency limit (limits.AdaptiveLimiter): an httpx response hook sees every 429,
-  even the ones the client retries by itself, halves the limit and pauses new starts for the
-  Retry-After; each success climbs the limit back by about one per window;
-- optional requests- and tokens-per-minute caps;
-- a few more rounds, with jittered exponential backoff, when a 429 outlasts the client's retries
-  (rate limits are the one error that waiting reliably cures);
+Around the calls:
+- the process's teacher runtime (runtime.py), shared by every batch, shard, stage and the
+  pre-flight of this process: the clients, the endpoint pool, the adaptive concurrency limit
+  (limits.AdaptiveLimiter; an httpx response hook sees every 429, halves the limit and pauses
+  new starts for the Retry-After; each success climbs it back by about one per window), the
+  machine-wide in-flight slots and --rpm/--tpm windows (slots.py, pace.py), the response mode;
 - the journal (journal.py): a response is fsynced before use, re-runs answer from it, and a
   per-request claim stops two processes paying for the same request;
 - structured answers (structured.py, negotiation.py): the response mode an (endpoint, model)
@@ -32,14 +34,12 @@ from typing import Any
 
 import httpx2
 import openai
-from openai import AsyncOpenAI, DefaultAsyncHttpxClient
+import orjson
 
 from skillsft.pipeline.teacher.base import TeacherRequest, TeacherResult
 from skillsft.pipeline.teacher.failures import retryable_after, skip_reason
 from skillsft.pipeline.teacher.journal import Journal, JournalRecord, request_key
-from skillsft.pipeline.teacher.limits import AdaptiveLimiter, MinuteWindow
-from skillsft.pipeline.teacher.openai.endpoint_pool import EndpointPool
-from skillsft.pipeline.teacher.openai.endpoints import redact_url, scrub, split_query, url_digest
+from skillsft.pipeline.teacher.openai.endpoints import redact_url, scrub, url_digest
 from skillsft.pipeline.teacher.openai.negotiation import (
     PROBE_MAX_TOKENS,
     PROBE_PROMPT,
@@ -54,6 +54,8 @@ from skillsft.pipeline.teacher.openai.preflight import (
     status_problem,
     transport_problem,
 )
+from skillsft.pipeline.teacher.openai.ratelimit_headers import parse_retry_after
+from skillsft.pipeline.teacher.openai.runtime import TeacherRuntime, runtime_for
 from skillsft.pipeline.teacher.openai.structured import (
     RESPONSE_MODES,
     AnswerProblem,
@@ -67,20 +69,16 @@ from skillsft.pipeline.teacher.openai.structured import (
 )
 from skillsft.pipeline.teacher.pricing import PriceTable
 from skillsft.pipeline.teacher.progress import BatchTracker
-from skillsft.pipeline.teacher.settings import TeacherSettings
-from skillsft.pipeline.teacher.slots import machine_slots
+from skillsft.pipeline.teacher.settings import TeacherSettings, require_api_key
 
 log = logging.getLogger("skillsft.teacher")
 
 # o1, o3, o3-mini, o4-mini, the gpt-5 family, and DeepSeek's reasoner (optionally behind a
 # "vendor/" prefix): they reject temperature and take max_completion_tokens.
 _REASONING_MODEL = re.compile(r"^(o\d+(-.*)?|gpt-5.*|deepseek-reasoner.*)$")
-# What each (endpoint, model) accepted last in this process: the first mode tried for its next
-# request (the work dir's response_modes.json carries it to other processes and runs).
-_ENDPOINT_MODES: dict[tuple[str, str], ResponseMode] = {}
 PROBE_PROMPT_VERSION = "probe/1"
 
-RATE_LIMIT_ROUNDS = 4  # extra rounds after the client's own retries gave up on a 429
+RATE_LIMIT_ROUNDS = 4  # extra rounds for a 429, beyond max_retries
 
 
 def failed_result(
@@ -105,44 +103,15 @@ def generation_parameters(model: str, settings: TeacherSettings) -> dict[str, An
     return {"temperature": settings.temperature, "max_tokens": settings.max_output_tokens}
 
 
-_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
-_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
-
-
-def parse_reset(text: str) -> float | None:
-    """An `x-ratelimit-reset-*` value in seconds: `1s`, `6m0s`, `20ms`, or a plain number."""
+def chat_completion_fields(body: bytes) -> dict[str, Any] | None:
+    """A chat completion's JSON as a dict, or None when the body is not one."""
     try:
-        return float(text)
-    except ValueError:
-        parts = _DURATION_PART.findall(text)
-        return sum(float(n) * _SECONDS[unit] for n, unit in parts) if parts else None
-
-
-def exhausted_budget_pause(headers: httpx2.Headers) -> float | None:
-    """How long to hold new starts when `x-ratelimit-remaining-requests` or `-tokens` (OpenAI,
-    vLLM gateways) says nothing is left: until the matching `x-ratelimit-reset-*`."""
-    pauses = []
-    for budget in ("requests", "tokens"):
-        remaining = headers.get(f"x-ratelimit-remaining-{budget}")
-        reset = headers.get(f"x-ratelimit-reset-{budget}")
-        try:
-            spent = remaining is not None and float(remaining) <= 0
-        except ValueError:
-            spent = False
-        if spent and reset and (seconds := parse_reset(reset)) is not None:
-            pauses.append(seconds)
-    return max(pauses) if pauses else None
-
-
-def parse_retry_after(headers: httpx2.Headers) -> float | None:
-    for name, divisor in (("retry-after-ms", 1000.0), ("retry-after", 1.0)):
-        value = headers.get(name)
-        if value is not None:
-            try:
-                return float(value) / divisor
-            except ValueError:
-                continue
-    return None
+        completion = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return None
+    if not isinstance(completion, dict) or not isinstance(completion.get("choices"), list):
+        return None
+    return completion
 
 
 class _CallFailed(Exception):
@@ -182,20 +151,14 @@ class OpenAITeacher:
         *,
         prices: PriceTable | None = None,
     ) -> None:
-        if settings.api_key is None:
-            raise ValueError(
-                "the openai teacher needs an API key: set OPENAI_API_KEY (or DEEPSEEK_API_KEY; "
-                "any non-empty value for a local server that ignores keys), or use "
-                "--teacher offline"
-            )
+        require_api_key(settings)
         self.settings = settings
         self.stage = stage
         self.model = settings.model_for(stage)
         self.endpoint = settings.endpoint()
         self.shown_endpoint = redact_url(self.endpoint)
-        self.journal = Journal(Path(journal_dir) / f"teacher_{stage}.jsonl")
-        self.modes = ModeStore(Path(journal_dir) / "response_modes.json")
-        self.slots = machine_slots(Path(journal_dir), settings.concurrency_ceiling())
+        self.journal_dir = Path(journal_dir)
+        self.journal = Journal(self.journal_dir / f"teacher_{stage}.jsonl")
         self.prices = prices or PriceTable.with_overrides(
             settings.price_file, settings.price_overrides
         )
@@ -203,10 +166,16 @@ class OpenAITeacher:
         self.peak_in_flight = 0  # of the last batch, for tests and benchmarks
         self.final_limit = 0.0  # the adaptive limit at the end of the last batch
 
+    @property
+    def runtime(self) -> TeacherRuntime:
+        """This process's runtime for the endpoints and model (runtime.py): looked up, not
+        kept, so a teacher carried into a forked worker uses the worker's own."""
+        return runtime_for(self.settings, self.model, self.journal_dir)
+
     def run_batch(
         self, requests: Sequence[TeacherRequest[Any]], *, stage: str
     ) -> tuple[list[TeacherResult[Any]], Any]:
-        return asyncio.run(self.arun_batch(requests, stage=stage))
+        return self.runtime.run(self.arun_batch(requests, stage=stage))
 
     def negotiate(self) -> ResponseMode:
         """The response mode requests will start in, probing now if it is not known yet (the
@@ -215,15 +184,15 @@ class OpenAITeacher:
 
         async def settle() -> ResponseMode:
             tracker = BatchTracker("check", self.model, 0, prices=self.prices, show_progress=False)
-            async with _BatchRun(self, tracker, probe_problems_raise=True) as run:
-                return await run.current_mode()
+            return await _BatchRun(self, tracker, probe_problems_raise=True).current_mode()
 
-        return asyncio.run(settle())
+        return self.runtime.run(settle())
 
     async def arun_batch(
         self, requests: Sequence[TeacherRequest[Any]], *, stage: str
     ) -> tuple[list[TeacherResult[Any]], Any]:
-        """Answer a batch; results come back in request order, one per request."""
+        """Answer a batch; results come back in request order, one per request. Runs on the
+        runtime's event loop (`run_batch`)."""
         tracker = BatchTracker(
             stage,
             self.model,
@@ -232,6 +201,8 @@ class OpenAITeacher:
             show_progress=self.settings.show_progress,
         )
         run = _BatchRun(self, tracker)
+        limiter = run.runtime.limiter
+        limiter.peak = limiter.in_flight
         self.journal.refresh()
         # Identical rendered requests are asked once and share the answer.
         positions: dict[str, list[int]] = {}
@@ -247,12 +218,11 @@ class OpenAITeacher:
                 tracker.finished(results[index])  # type: ignore[arg-type]
 
         try:
-            async with run:
-                await asyncio.gather(*(answer_group(k, ix) for k, ix in positions.items()))
+            await asyncio.gather(*(answer_group(k, ix) for k, ix in positions.items()))
         finally:
             stats = tracker.close()
-            self.peak_in_flight = run.limiter.peak
-            self.final_limit = run.limiter.limit
+            self.peak_in_flight = limiter.peak
+            self.final_limit = limiter.limit
         return [result for result in results if result is not None], stats
 
     def key_for(self, messages: Messages, request: TeacherRequest[Any]) -> str:
@@ -266,7 +236,7 @@ class OpenAITeacher:
 
 
 class _BatchRun:
-    """The per-batch machinery: one client, one limiter, one event loop."""
+    """One batch: its tracker, over the process's runtime (clients, limits, pool, mode)."""
 
     def __init__(
         self, teacher: OpenAITeacher, tracker: BatchTracker, *, probe_problems_raise: bool = False
@@ -275,46 +245,9 @@ class _BatchRun:
         self.probe_problems_raise = probe_problems_raise
         self.settings = teacher.settings
         self.tracker = tracker
-        self.limiter = AdaptiveLimiter(
-            self.settings.concurrency_ceiling(), start=self.settings.concurrency
-        )
-        self.mode: ResponseMode | None = None  # settled by `current_mode`
-        self._mode_lock = asyncio.Lock()
-        self.rpm = MinuteWindow(self.settings.rpm) if self.settings.rpm else None
-        self.tpm = MinuteWindow(self.settings.tpm) if self.settings.tpm else None
-        self.pool = EndpointPool(teacher.endpoint, self._client_for)
-
-    def _client_for(self, url: str) -> AsyncOpenAI:
-        http_client = DefaultAsyncHttpxClient(
-            event_hooks={"response": [self._watch_rate_limits]},
-            limits=httpx2.Limits(
-                max_connections=self.settings.concurrency_ceiling() * 2,
-                max_keepalive_connections=self.settings.concurrency_ceiling() * 2,
-            ),
-        )
-        assert self.settings.api_key is not None
-        base_url, query = split_query(url)
-        return AsyncOpenAI(
-            api_key=self.settings.api_key.get_secret_value(),
-            base_url=base_url,
-            default_query=query or None,
-            timeout=self.settings.timeout,
-            max_retries=0,  # retried in _create, outside the concurrency slot
-            http_client=http_client,
-        )
-
-    async def __aenter__(self) -> "_BatchRun":
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        for client in self.pool.clients():
-            await client.close()
-
-    async def _watch_rate_limits(self, response: httpx2.Response) -> None:
-        if response.status_code == 429:
-            self.limiter.on_rate_limited(parse_retry_after(response.headers))
-        elif (pause := exhausted_budget_pause(response.headers)) is not None:
-            self.limiter.pause_for(pause)  # the server says its budget is spent until a reset
+        self.runtime = teacher.runtime
+        self.limiter = self.runtime.limiter
+        self.pool = self.runtime.pool
 
     # One request, start to finish ------------------------------------------------------------
 
@@ -440,36 +373,32 @@ class _BatchRun:
 
     # The response mode ---------------------------------------------------------------------
 
-    def _cache_key(self) -> tuple[str, str]:
-        return (self.teacher.endpoint, self.teacher.model)
-
     def _learn(self, mode: ResponseMode) -> None:
         """Step down to `mode` (never up: a refusal seen is not forgotten within a run) and keep
         it for other processes and later runs."""
-        if self.mode is not None and RESPONSE_MODES.index(mode) <= RESPONSE_MODES.index(self.mode):
+        known = self.runtime.mode
+        if known is not None and RESPONSE_MODES.index(mode) <= RESPONSE_MODES.index(known):
             return
-        self.mode = mode
-        _ENDPOINT_MODES[self._cache_key()] = mode
-        self.teacher.modes.put(self.teacher.endpoint, self.teacher.model, mode)
+        self.runtime.mode = mode
+        self.runtime.modes.put(self.teacher.endpoint, self.teacher.model, mode)
 
     async def current_mode(self) -> ResponseMode:
-        """The mode requests start in: forced, else known (this process, then the work dir),
-        else probed now, once, before the first paid request."""
+        """The mode requests start in: forced, else known (this process's runtime, then the
+        work dir, where other processes and earlier runs left it), else probed now, once,
+        before the first paid request."""
         if self.settings.response_format != "auto":
             return self.settings.response_format  # type: ignore[return-value]
-        if self.mode is not None:
-            return self.mode
-        async with self._mode_lock:
-            if self.mode is None:
-                known = _ENDPOINT_MODES.get(self._cache_key()) or self.teacher.modes.get(
-                    self.teacher.endpoint, self.teacher.model
-                )
+        if self.runtime.mode is not None:
+            return self.runtime.mode
+        async with self.runtime.mode_lock:
+            if self.runtime.mode is None:
+                known = self.runtime.modes.get(self.teacher.endpoint, self.teacher.model)
                 if known in RESPONSE_MODES:
-                    self.mode = known
+                    self.runtime.mode = known
                 else:
                     await self._probe_once()
-        assert self.mode is not None
-        return self.mode
+        assert self.runtime.mode is not None
+        return self.runtime.mode
 
     async def _probe_once(self) -> None:
         """Probe unless another process (holding the same claim) just did."""
@@ -477,13 +406,13 @@ class _BatchRun:
         store_key = ModeStore.key(teacher.endpoint, teacher.model)
         claim = await teacher.journal.claim("probe-" + url_digest(store_key))
         try:
-            known = teacher.modes.get(teacher.endpoint, teacher.model)
+            known = self.runtime.modes.get(teacher.endpoint, teacher.model)
             if known in RESPONSE_MODES:
-                self.mode = known
+                self.runtime.mode = known
                 return
             probed = await self._probe()
             if probed is None:
-                self.mode = RESPONSE_MODES[0]  # unknown: refusals will teach us
+                self.runtime.mode = RESPONSE_MODES[0]  # unknown: refusals will teach us
             else:
                 self._learn(probed)
         finally:
@@ -504,14 +433,16 @@ class _BatchRun:
             with self.pool.use() as endpoint:
                 client = endpoint.client.with_options(max_retries=0, timeout=timeout)
                 try:
-                    completion = await client.chat.completions.create(
+                    answer = await client.chat.completions.with_raw_response.create(
                         model=self.teacher.model, messages=list(probe.messages),  # type: ignore[arg-type]
                         **parameters, **extra,
                     )
                     self.pool.succeeded(endpoint)
-                    return await self._journal_response(
-                        probe, key, completion, time.monotonic() - started, mode
+                    record, _ = await self._journal_response(
+                        probe, key, answer.http_response.content, time.monotonic() - started,
+                        mode,
                     )
+                    return record
                 except openai.APIStatusError as exc:
                     transient = (exc.status_code == 429 and exc.code != "insufficient_quota") or (
                         exc.status_code >= 500)
@@ -595,37 +526,45 @@ class _BatchRun:
         return RESPONSE_MODES[-1]
 
     async def _journal_response(
-        self, request: TeacherRequest[Any], key: str, completion: Any, latency: float,
+        self, request: TeacherRequest[Any], key: str, body: bytes, latency: float,
         mode: ResponseMode,
-    ) -> JournalRecord:
-        """Journal the raw response (fsynced) before anyone uses it. Called while the request
-        still holds its concurrency slot, so at any instant at most `concurrency` paid answers
-        are not yet on disk: that is all a kill -9 can make us pay twice."""
+    ) -> tuple[JournalRecord, bool]:
+        """Journal the raw response (fsynced) before anyone uses it; the record, and whether
+        the answer said what it used. Called while the request still holds its concurrency
+        slot, so at any instant at most `concurrency` paid answers are not yet on disk: that is
+        all a kill -9 can make us pay twice.
+
+        The body is read as JSON here, not through the SDK's response models: the fields we
+        keep are few, and building the models cost about a fifth of a request's CPU."""
         teacher = self.teacher
-        if not hasattr(completion, "choices"):  # e.g. a proxy's HTML page with status 200
+        completion = chat_completion_fields(body)
+        if completion is None:  # e.g. a proxy's HTML page with status 200
             raise _CallFailed(
                 "bad_response",
-                f"the endpoint answered a {type(completion).__name__}, not a chat completion: "
-                f"{str(completion)[:200]!r}; is the base URL an OpenAI-compatible /v1 endpoint?",
+                f"the endpoint answered {body[:200]!r}, not a chat completion; is the base URL "
+                "an OpenAI-compatible /v1 endpoint?",
             )
-        choice = completion.choices[0] if completion.choices else None
-        usage = completion.usage
+        choices = completion.get("choices") or [{}]
+        choice = choices[0] if isinstance(choices[0], dict) else {}
+        message = choice.get("message") or {}
+        usage = completion.get("usage")
+        usage = usage if isinstance(usage, dict) else {}
         record = JournalRecord(
             key=key,
             kind="response",
             stage=teacher.stage,
             request_id=request.request_id,
-            model=completion.model or teacher.model,
-            raw_text=choice.message.content if choice else None,
-            finish_reason=choice.finish_reason if choice else None,
-            prompt_tokens=usage.prompt_tokens if usage else 0,
-            completion_tokens=usage.completion_tokens if usage else 0,
+            model=completion.get("model") or teacher.model,
+            raw_text=message.get("content") if isinstance(message, dict) else None,
+            finish_reason=choice.get("finish_reason"),
+            prompt_tokens=usage.get("prompt_tokens") or 0,
+            completion_tokens=usage.get("completion_tokens") or 0,
             latency_s=latency,
             time=time.time(),
             response_mode=mode,
         )
         await teacher.journal.append_async(record)
-        return record
+        return record, bool(usage)
 
     async def _create(
         self, request: TeacherRequest[Any], messages: Messages, floor: int, key: str
@@ -637,16 +576,19 @@ class _BatchRun:
         """
         give_up_at = time.monotonic() + self.settings.deadline()
         retries = rate_limited = 0
+        runtime = self.runtime
         while True:
-            if self.rpm is not None:
-                await self.rpm.take(1)
-            if self.tpm is not None:
+            if runtime.rpm is not None:
+                await runtime.rpm.take(1)
+            reserved: tuple[float, int] | None = None
+            if runtime.tpm is not None:
                 estimate = sum(len(m.get("content", "")) for m in messages) // 4
-                await self.tpm.take(estimate + self.settings.max_output_tokens)
+                amount = estimate + self.settings.max_output_tokens
+                reserved = (await runtime.tpm.take(amount), min(amount, runtime.tpm.cap))
             wait: float | None = None
             # The process's own limit first, then one of the machine's slots (slots.py), so the
             # limit holds across every worker process of this machine.
-            async with self.limiter.slot(), self.teacher.slots.slot():
+            async with self.limiter.slot(), runtime.slots.slot():
                 current = await self.current_mode()
                 mode = RESPONSE_MODES[max(floor, RESPONSE_MODES.index(current))]
                 parameters = dict(self.teacher.parameters)
@@ -665,14 +607,18 @@ class _BatchRun:
                 endpoint.in_flight += 1
                 endpoint.sent += 1
                 try:
-                    completion = await client.chat.completions.create(
+                    answer = await client.chat.completions.with_raw_response.create(
                         model=self.teacher.model,
                         messages=messages_for_mode(messages, mode, request.answer_model),
                         **parameters,  # type: ignore[arg-type]
                     )
                     self.pool.succeeded(endpoint)
                     latency = time.monotonic() - started
-                    return await self._journal_response(request, key, completion, latency, mode)
+                    record, has_usage = await self._journal_response(
+                        request, key, answer.http_response.content, latency, mode)
+                    if reserved is not None:
+                        self._correct_tokens(reserved, record, has_usage)
+                    return record
                 except openai.RateLimitError as exc:
                     if exc.code == "insufficient_quota":  # no amount of waiting will help
                         raise _CallFailed("quota_exhausted", str(exc)) from exc
@@ -718,6 +664,24 @@ class _BatchRun:
                 raise _CallFailed(failure.kind, f"{failure.detail} (gave up at the "
                                   f"{self.settings.deadline():.0f}s request deadline)")
             await asyncio.sleep(backoff)
+
+    def _correct_tokens(self, reserved: tuple[float, int], record: JournalRecord,
+                        has_usage: bool) -> None:
+        """Replace a --tpm reservation by what the answer says it used. An answer without
+        usage keeps its reservation (said once per process: the cap then counts each request
+        at its estimate plus --max-output-tokens)."""
+        runtime = self.runtime
+        assert runtime.tpm is not None
+        started, amount = reserved
+        if not has_usage:
+            if not runtime.usage_missing_told:
+                runtime.usage_missing_told = True
+                log.warning("%s sends no token usage with its answers; --tpm counts each "
+                            "request at its estimate plus --max-output-tokens",
+                            self.teacher.shown_endpoint)
+            return
+        used = record.prompt_tokens + record.completion_tokens
+        runtime.tpm.correct(started, used - amount)
 
     async def _failed(
         self, request: TeacherRequest[Any], key: str, kind: str, detail: str
