@@ -11,9 +11,16 @@ in every process of the machine. The window is `window_s` long (60 s unless
 `SKILLSFT_RATE_WINDOW` says otherwise, teacher/settings.py) and the cap is scaled to it, so
 `--rpm 120` with a 10 s window allows 20 starts in any 10 s.
 
-A token reservation is a guess (the prompt estimate plus --max-output-tokens); once the answer
-says what it used, `correct` appends the difference at the reservation's own start time, so
-the correction leaves the window exactly when the reservation does.
+A call is counted from its start until one window after it *ended* (`finish`): the server
+counts it when it arrives, somewhere between the two, and a call counted only from its start
+could, delayed on its way (a new connection, a busy machine), arrive together with calls
+started a window later, more than the cap within one window at the server. Counted until the
+end, any calls that arrive within one window of each other were all counted at once, when the
+last of them started, so they fit the cap. (A call longer than the window is not counted
+between its start's window and its end.) `finish` appends two records: the start's amount
+taken back, and the amount used, at the end time. A token reservation is a guess (the prompt
+estimate plus --max-output-tokens); `finish` counts what the answer says it used instead, or
+the reservation when the answer does not say.
 """
 
 import asyncio
@@ -74,7 +81,7 @@ class MachineWindow:
             fcntl.flock(fd, fcntl.LOCK_UN)
 
     async def take(self, amount: int = 1) -> float:
-        """Wait until `amount` fits, take it, and return its start time (for `correct`). One
+        """Wait until `amount` fits, take it, and return its start time (for `finish`). One
         amount larger than the cap still goes, alone in its window."""
         amount = min(amount, self.cap)
         if self._queue is None:
@@ -86,14 +93,14 @@ class MachineWindow:
                     return started
                 await asyncio.sleep(wait)
 
-    def correct(self, started: float, difference: int) -> None:
-        """What a reservation taken at `started` really used, as a difference from it."""
-        if difference == 0:
-            return
+    def finish(self, started: float, reserved: int, used: int | None = None) -> None:
+        """The call that took `reserved` at `started` has ended (answered or not); it counts
+        `used` (default: the reservation) from now until a window has passed."""
         fd = self._descriptor()
         fcntl.flock(fd, fcntl.LOCK_EX)
         try:
-            os.write(fd, RECORD.pack(started, difference))
+            os.write(fd, RECORD.pack(started, -reserved) + RECORD.pack(
+                self.clock(), reserved if used is None else min(used, self.cap)))
         finally:
             fcntl.flock(fd, fcntl.LOCK_UN)
 

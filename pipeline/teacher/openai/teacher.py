@@ -131,6 +131,15 @@ class _Refused(Exception):
 
 
 @dataclass
+class _Paced:
+    """What one call took of the --rpm/--tpm windows: start times (None: no such cap)."""
+
+    request: float | None = None
+    tokens_at: float | None = None
+    tokens: int = 0
+
+
+@dataclass
 class _Resume:
     """Where a request's conversation continues: these messages, this many answers so far."""
 
@@ -428,6 +437,9 @@ class _BatchRun:
         timeout = httpx2.Timeout(min(self.settings.timeout, 60.0), connect=CONNECT_DEADLINE_S)
         attempt = 0
         while True:
+            paced = await self._pace(probe.messages, int(parameters.get(
+                "max_tokens", parameters.get("max_completion_tokens", 0))))
+            answered: tuple[JournalRecord, bool] | None = None
             started = time.monotonic()
             wait: float | None = None
             with self.pool.use() as endpoint:
@@ -438,11 +450,11 @@ class _BatchRun:
                         **parameters, **extra,
                     )
                     self.pool.succeeded(endpoint)
-                    record, _ = await self._journal_response(
+                    answered = await self._journal_response(
                         probe, key, answer.http_response.content, time.monotonic() - started,
                         mode,
                     )
-                    return record
+                    return answered[0]
                 except openai.APIStatusError as exc:
                     transient = (exc.status_code == 429 and exc.code != "insufficient_quota") or (
                         exc.status_code >= 500)
@@ -458,6 +470,8 @@ class _BatchRun:
                     self.pool.failed(endpoint, str(exc))
                     if attempt >= self.settings.max_retries:
                         raise
+                finally:
+                    self._paced(paced, answered)
             await asyncio.sleep(wait if wait is not None else min(4.0, 0.25 * 2**attempt))
             attempt += 1
 
@@ -578,17 +592,14 @@ class _BatchRun:
         retries = rate_limited = 0
         runtime = self.runtime
         while True:
-            if runtime.rpm is not None:
-                await runtime.rpm.take(1)
-            reserved: tuple[float, int] | None = None
-            if runtime.tpm is not None:
-                estimate = sum(len(m.get("content", "")) for m in messages) // 4
-                amount = estimate + self.settings.max_output_tokens
-                reserved = (await runtime.tpm.take(amount), min(amount, runtime.tpm.cap))
             wait: float | None = None
             # The process's own limit first, then one of the machine's slots (slots.py), so the
-            # limit holds across every worker process of this machine.
+            # limit holds across every worker process of this machine; then the pace, last, so
+            # a call counted as started is sent at once (counted earlier, calls held up by the
+            # slots would reach the server bunched, more than the cap within one window).
             async with self.limiter.slot(), runtime.slots.slot():
+                paced = await self._pace(messages, self.settings.max_output_tokens)
+                answered: tuple[JournalRecord, bool] | None = None
                 current = await self.current_mode()
                 mode = RESPONSE_MODES[max(floor, RESPONSE_MODES.index(current))]
                 parameters = dict(self.teacher.parameters)
@@ -614,11 +625,9 @@ class _BatchRun:
                     )
                     self.pool.succeeded(endpoint)
                     latency = time.monotonic() - started
-                    record, has_usage = await self._journal_response(
+                    answered = await self._journal_response(
                         request, key, answer.http_response.content, latency, mode)
-                    if reserved is not None:
-                        self._correct_tokens(reserved, record, has_usage)
-                    return record
+                    return answered[0]
                 except openai.RateLimitError as exc:
                     if exc.code == "insufficient_quota":  # no amount of waiting will help
                         raise _CallFailed("quota_exhausted", str(exc)) from exc
@@ -651,6 +660,7 @@ class _BatchRun:
                 finally:
                     endpoint.in_flight -= 1
                     self.tracker.call_ended(request.request_id)
+                    self._paced(paced, answered)
             # Retried here, not inside the client, so the slot is free while we wait: a halved
             # limit then really holds back the pool.
             if retries > self.settings.max_retries:
@@ -665,23 +675,40 @@ class _BatchRun:
                                   f"{self.settings.deadline():.0f}s request deadline)")
             await asyncio.sleep(backoff)
 
-    def _correct_tokens(self, reserved: tuple[float, int], record: JournalRecord,
-                        has_usage: bool) -> None:
-        """Replace a --tpm reservation by what the answer says it used. An answer without
-        usage keeps its reservation (said once per process: the cap then counts each request
-        at its estimate plus --max-output-tokens)."""
+    async def _pace(self, messages: Messages, max_output: int) -> "_Paced":
+        """Wait for --rpm and --tpm (machine-wide, pace.py) to let one more call start. Every
+        HTTP call counts, the retries and the probes included; `_paced` ends the count."""
         runtime = self.runtime
-        assert runtime.tpm is not None
-        started, amount = reserved
-        if not has_usage:
-            if not runtime.usage_missing_told:
+        paced = _Paced()
+        if runtime.rpm is not None:
+            paced.request = await runtime.rpm.take(1)
+        if runtime.tpm is not None:
+            amount = sum(len(m.get("content", "")) for m in messages) // 4 + max_output
+            paced.tokens = min(amount, runtime.tpm.cap)
+            paced.tokens_at = await runtime.tpm.take(amount)
+        return paced
+
+    def _paced(self, paced: "_Paced", answered: tuple[JournalRecord, bool] | None) -> None:
+        """The call has ended: the windows count it until a window from now, the token window
+        at the usage the answer reported. An answer without usage keeps its reservation (said
+        once per process: the cap then counts such a call at its estimate plus
+        --max-output-tokens)."""
+        runtime = self.runtime
+        if runtime.rpm is not None and paced.request is not None:
+            runtime.rpm.finish(paced.request, 1)
+        if runtime.tpm is None or paced.tokens_at is None:
+            return
+        used = None
+        if answered is not None:
+            record, has_usage = answered
+            if has_usage:
+                used = record.prompt_tokens + record.completion_tokens
+            elif not runtime.usage_missing_told:
                 runtime.usage_missing_told = True
                 log.warning("%s sends no token usage with its answers; --tpm counts each "
                             "request at its estimate plus --max-output-tokens",
                             self.teacher.shown_endpoint)
-            return
-        used = record.prompt_tokens + record.completion_tokens
-        runtime.tpm.correct(started, used - amount)
+        runtime.tpm.finish(paced.tokens_at, paced.tokens, used)
 
     async def _failed(
         self, request: TeacherRequest[Any], key: str, kind: str, detail: str
