@@ -103,6 +103,21 @@ def generation_parameters(model: str, settings: TeacherSettings) -> dict[str, An
     return {"temperature": settings.temperature, "max_tokens": settings.max_output_tokens}
 
 
+CHAT_PATH = "/chat/completions"
+
+
+def chat_body(model: str, messages: Messages, parameters: dict[str, Any],
+              format_parameter: dict[str, Any] | None) -> dict[str, Any]:
+    """The JSON body of one chat completion, as sent. Posted through the client's raw `post`
+    (its retries off, its errors and auth kept): the typed `create` walks the messages and the
+    schema for type coercion on every call, about a fifth of a request's CPU (bench/teacher.py
+    --cpu), for JSON that is the same on the wire."""
+    body: dict[str, Any] = {"model": model, "messages": list(messages), **parameters}
+    if format_parameter is not None:
+        body["response_format"] = format_parameter
+    return body
+
+
 def chat_completion_fields(body: bytes) -> dict[str, Any] | None:
     """A chat completion's JSON as a dict, or None when the body is not one."""
     try:
@@ -429,7 +444,7 @@ class _BatchRun:
 
     async def _probe_call(
         self, probe: TeacherRequest[Any], key: str, parameters: dict[str, Any],
-        extra: dict[str, Any], mode: ResponseMode,
+        format_parameter: dict[str, Any] | None, mode: ResponseMode,
     ) -> JournalRecord:
         """One probe request. Transient failures (429, 5xx, a dropped connection) are retried
         here, briefly, and never a refusal: llama-cpp-python refuses with a 500, and the
@@ -445,15 +460,11 @@ class _BatchRun:
             with self.pool.use() as endpoint:
                 client = endpoint.client.with_options(max_retries=0, timeout=timeout)
                 try:
-                    answer = await client.chat.completions.with_raw_response.create(
-                        model=self.teacher.model, messages=list(probe.messages),  # type: ignore[arg-type]
-                        **parameters, **extra,
-                    )
+                    answer = await client.post(CHAT_PATH, cast_to=httpx2.Response, body=chat_body(
+                        self.teacher.model, probe.messages, parameters, format_parameter))
                     self.pool.succeeded(endpoint)
                     answered = await self._journal_response(
-                        probe, key, answer.http_response.content, time.monotonic() - started,
-                        mode,
-                    )
+                        probe, key, answer.content, time.monotonic() - started, mode)
                     return answered[0]
                 except openai.APIStatusError as exc:
                     transient = (exc.status_code == 429 and exc.code != "insufficient_quota") or (
@@ -496,10 +507,8 @@ class _BatchRun:
                 request_id=f"probe:{mode}", kind="probe", messages=tuple(messages),
                 answer_model=ProbeAnswer, prompt_version=PROBE_PROMPT_VERSION,
             )
-            extra = {"extra_body": {"response_format": format_parameter}} if format_parameter \
-                else {}
             try:
-                record = await self._probe_call(probe, key, parameters, extra, mode)
+                record = await self._probe_call(probe, key, parameters, format_parameter, mode)
             except openai.APIStatusError as exc:
                 if is_format_refusal(exc):
                     await self._failed(probe, key, "format_refused", str(exc))
@@ -602,13 +611,10 @@ class _BatchRun:
                 answered: tuple[JournalRecord, bool] | None = None
                 current = await self.current_mode()
                 mode = RESPONSE_MODES[max(floor, RESPONSE_MODES.index(current))]
-                parameters = dict(self.teacher.parameters)
-                format_parameter = response_format(mode, request.answer_model)
-                if format_parameter is not None:
-                    # Sent as extra body, the same JSON on the wire: as a typed parameter the
-                    # client walks the whole schema for type coercion on every request, which
-                    # measured ~8 % of a saturated 32-wide batch's CPU (bench/teacher.py).
-                    parameters["extra_body"] = {"response_format": format_parameter}
+                body = chat_body(self.teacher.model,
+                                 messages_for_mode(messages, mode, request.answer_model),
+                                 self.teacher.parameters,
+                                 response_format(mode, request.answer_model))
                 started = time.monotonic()
                 self.tracker.call_started(request.request_id, started)
                 call_timeout = min(self.settings.timeout, max(0.1, give_up_at - started))
@@ -618,15 +624,11 @@ class _BatchRun:
                 endpoint.in_flight += 1
                 endpoint.sent += 1
                 try:
-                    answer = await client.chat.completions.with_raw_response.create(
-                        model=self.teacher.model,
-                        messages=messages_for_mode(messages, mode, request.answer_model),
-                        **parameters,  # type: ignore[arg-type]
-                    )
+                    answer = await client.post(CHAT_PATH, cast_to=httpx2.Response, body=body)
                     self.pool.succeeded(endpoint)
                     latency = time.monotonic() - started
                     answered = await self._journal_response(
-                        request, key, answer.http_response.content, latency, mode)
+                        request, key, answer.content, latency, mode)
                     return answered[0]
                 except openai.RateLimitError as exc:
                     if exc.code == "insufficient_quota":  # no amount of waiting will help
