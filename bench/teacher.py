@@ -5,7 +5,7 @@
     .venv/bin/python bench/teacher.py --cpu [--envs 700] [--concurrency 64]
 
 `--cpu` measures the client's CPU per request, side by side in one run: the memories stage on
-N ALFWorld envs (3 trajectories each; prompt building, the teacher, validation and the journal
+N ALFWorld envs (3 trajectories each, every env selected; prompt building, the teacher, validation and the journal
 included) against a 0 ms server, then a bare `AsyncOpenAI` loop with a semaphore sending the
 same bodies (as the server received them) to the same server and JSON-parsing each answer.
 CPU is this process's (`time.process_time`) around each part, so start-up is left out; the
@@ -34,6 +34,7 @@ from typing import Any
 from openai import AsyncOpenAI
 
 from skillsft.pipeline.envs import get_env
+from skillsft.pipeline.selection import SelectionOptions
 from skillsft.pipeline.stages.memories import MemoryOptions, generate_memories
 from skillsft.pipeline.stages.parse import parse_rollouts
 from skillsft.pipeline.teacher.openai.teacher import OpenAITeacher
@@ -105,7 +106,8 @@ def server_json(base_url: str, route: str, data: bytes | None = None) -> Any:
 def stage_cpu(base_url: str, corpus: Path, concurrency: int, work_dir: Path) -> tuple[float, int]:
     """CPU seconds of the memories stage and the HTTP requests it sent."""
     spec = get_env("alfworld")
-    records = parse_rollouts(corpus, spec).records
+    every_env = SelectionOptions(n_success_envs=1 << 20, n_fail_envs=1 << 20, include_mixed=True)
+    records = parse_rollouts(corpus, spec, every_env).records
     settings = TeacherSettings.resolve({}, teacher="openai", api_key=API_KEY, base_url=base_url,
                                        concurrency=concurrency, max_concurrency=concurrency,
                                        show_progress=False, response_format="json_schema")
