@@ -5,9 +5,10 @@
     .venv/bin/python bench/teacher.py --cpu [--envs 700] [--concurrency 64]
 
 `--cpu` measures the client's CPU per request, side by side in one run: the memories stage on
-N ALFWorld envs (3 trajectories each, every env selected; prompt building, the teacher, validation and the journal
-included) against a 0 ms server, then a bare `AsyncOpenAI` loop with a semaphore sending the
-same bodies (as the server received them) to the same server and JSON-parsing each answer.
+N ALFWorld envs (3 trajectories each, every env selected; prompt building, the teacher,
+validation and the journal included) against a 0 ms server, then a bare `AsyncOpenAI` loop
+with a semaphore sending the same bodies (as the server received them) to the same server and
+JSON-parsing each answer.
 CPU is this process's (`time.process_time`) around each part, so start-up is left out; the
 server runs in a child process and is not counted.
 

@@ -17,6 +17,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from skillsft.pipeline.options import declared
 from skillsft.pipeline.teacher.plan import TeacherPlan
 from skillsft.pipeline.teacher.pricing import load_price_file
 from skillsft.pipeline.teacher.settings import (
@@ -71,21 +72,12 @@ def resolve_teacher(args: argparse.Namespace, environ: Mapping[str, str]) -> Tea
         raise UsageError(f"--prices {prices} is not a file")
     if prices:
         load_price_file(Path(prices))  # a malformed table fails now, not inside a stage
-    explicit = {
-        "teacher": getattr(args, "teacher", None),
-        "base_url": joined_urls(getattr(args, "base_url", None)),
-        "concurrency": getattr(args, "concurrency", None),
-        "model": getattr(args, "model", None),
-        "timeout": getattr(args, "timeout", None),
-        "request_deadline": getattr(args, "request_deadline", None),
-        "max_concurrency": getattr(args, "max_concurrency", None),
-        "rpm": getattr(args, "rpm", None),
-        "tpm": getattr(args, "tpm", None),
-        "price_file": str(Path(prices).resolve()) if prices else None,
-        "response_format": getattr(args, "response_format", None),
-        "max_output_tokens": getattr(args, "max_output_tokens", None),
-        "retry_failed": getattr(args, "retry_failed", None),
-    }
+    # Every settings flag by its field name (cli.py made them from the model), then the two
+    # that need more than their value: the URL list joined, the price file made absolute.
+    explicit: dict[str, Any] = {item.name: getattr(args, item.name, None)
+                                for item in declared(TeacherSettings)}
+    explicit["base_url"] = joined_urls(explicit["base_url"])
+    explicit["price_file"] = str(Path(prices).resolve()) if prices else None
     try:
         resolved = TeacherSettings.resolve(environ, **explicit)
     except ValidationError as exc:
