@@ -131,3 +131,19 @@ def test_an_unusable_runtime_folder_is_one_line_naming_it(tmp_path, monkeypatch)
         machine_folder(tmp_path / "work", "slots")
     message = str(raised.value)
     assert str(blocker) in message and "SKILLSFT_RUNTIME_DIR" in message and "\n" not in message
+
+
+def test_a_command_with_an_unusable_runtime_folder_stops_with_one_line(server_factory, tmp_path):
+    server = server_factory()
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    result = subprocess.run(
+        [sys.executable, "-m", "skillsft", "check", "search", "--teacher", "openai",
+         "--base-url", server.base_url, "--work-dir", str(tmp_path / "work")],
+        cwd=REPO_ROOT, capture_output=True, text=True, timeout=120,
+        env={**os.environ, "OPENAI_API_KEY": TEST_API_KEY, "SKILLSFT_RUNTIME_DIR": str(blocker)})
+    assert result.returncode == 2, result.stdout[-2000:] + result.stderr[-2000:]
+    assert "Traceback" not in result.stdout + result.stderr
+    last = result.stderr.strip().splitlines()[-1]
+    assert str(blocker) in last and "SKILLSFT_RUNTIME_DIR" in last
+    assert server.stats.total == 0  # stopped before anything was asked

@@ -102,3 +102,32 @@ def test_the_preflight_mode_is_the_stage_mode_without_a_file(server_factory, tmp
     assert all(r.ok for r in results)
     assert server.stats.probes == probes
     assert server.stats.faults["refused_json_schema"] == 1  # the probe's; no stage request
+
+
+def test_a_forked_worker_inherits_what_the_runtime_learned(server_factory, tmp_path):
+    """Luigi runs each task in a forked child when it has several workers: the child makes its
+    own clients and loop, but starts with its parent's limit, take-outs and mode."""
+    import multiprocessing
+
+    good, failing = server_factory(), server_factory(p_server_error=1.0)
+    urls = f"{failing.base_url},{good.base_url}"
+    parent = teacher_for(urls, tmp_path, concurrency=1, max_concurrency=8, max_retries=6)
+    parent.run_batch(toy_requests(12, "parent"), stage="toy")
+    assert parent.runtime.pool.is_out(failing.base_url)
+    parent.runtime.limiter.limit = 3.0
+    sent_before = failing.stats.total
+
+    inherited = parent.runtime
+
+    def child() -> None:
+        runtime = parent.runtime  # looked up again in the child: a new one
+        ok = (runtime is not inherited and runtime.pool.is_out(failing.base_url)
+              and runtime.limiter.limit == 3.0)
+        results, _ = parent.run_batch(toy_requests(4, "child"), stage="toy")
+        raise SystemExit(0 if ok and all(r.ok for r in results) else 1)
+
+    process = multiprocessing.get_context("fork").Process(target=child)
+    process.start()
+    process.join(60)
+    assert process.exitcode == 0
+    assert failing.stats.total == sent_before  # the child sent the taken-out endpoint nothing
