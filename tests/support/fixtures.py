@@ -19,9 +19,12 @@ TEST_API_KEY = "sk-test-DO-NOT-LEAK-4f1c9e"  # tests grep the work dir for this 
 
 
 @pytest.fixture(autouse=True)
-def fresh_teacher_runtimes() -> Iterator[None]:
-    """Each test's teachers start as in a new process (openai/runtime.py), and their clients
-    and event loops are closed after it."""
+def fresh_teacher_runtimes(tmp_path_factory: pytest.TempPathFactory,
+                           monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Each test's teachers start as in a new process (openai/runtime.py), with a machine-local
+    runtime folder of their own (so nothing is left in /tmp), and their clients and event
+    loops are closed after it."""
+    monkeypatch.setenv("SKILLSFT_RUNTIME_DIR", str(tmp_path_factory.mktemp("runtime")))
     yield
     close_runtimes()
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from skillsft.pipeline.teacher.machine import RuntimeDirError, machine_folder
+from skillsft.pipeline.teacher.machine import RuntimeDirError, machine_folder, runtime_root
 from skillsft.pipeline.teacher.openai.teacher import OpenAITeacher
 from skillsft.pipeline.teacher.pace import MachineWindow
 from skillsft.pipeline.teacher.settings import TeacherSettings
@@ -147,3 +147,9 @@ def test_a_command_with_an_unusable_runtime_folder_stops_with_one_line(server_fa
     last = result.stderr.strip().splitlines()[-1]
     assert str(blocker) in last and "SKILLSFT_RUNTIME_DIR" in last
     assert server.stats.total == 0  # stopped before anything was asked
+
+
+def test_the_runtime_folder_is_machine_local_by_default() -> None:
+    assert runtime_root({"SKILLSFT_RUNTIME_DIR": "/r"}) == Path("/r")
+    assert runtime_root({"XDG_RUNTIME_DIR": "/run/user/7"}) == Path("/run/user/7/skillsft")
+    assert runtime_root({}).name == f"skillsft-{os.getuid()}"
