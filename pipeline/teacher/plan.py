@@ -17,7 +17,7 @@ every stage and by the pre-flight (`preflight_teacher`).
 import os
 from collections.abc import Mapping, MutableMapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
@@ -27,11 +27,13 @@ from skillsft.pipeline.teacher.batch.teacher import BatchOptions, BatchTeacher
 from skillsft.pipeline.teacher.budget import BudgetedTeacher, SpendFile
 from skillsft.pipeline.teacher.estimate import EstimatingTeacher
 from skillsft.pipeline.teacher.factory import make_teacher
-from skillsft.pipeline.teacher.openai.embeddings import EmbeddingClient
 from skillsft.pipeline.teacher.openai.endpoints import full_base_url, hand_over, redact_url
 from skillsft.pipeline.teacher.openai.teacher import OpenAITeacher
 from skillsft.pipeline.teacher.settings import FIELD_VARIABLES, TeacherSettings
 from skillsft.pipeline.workdir import WorkDir
+
+if TYPE_CHECKING:
+    from skillsft.pipeline.teacher.openai.embeddings import EmbeddingClient
 
 CHUNK_WINDOWS = 4  # with --max-cost, a live stage checks the spend every 4 x concurrency calls
 # The stages the command was told to --force, handed to the workers (they retry every earlier
@@ -187,12 +189,14 @@ def reused_teacher(settings: TeacherSettings, journal_dir: Path, stage: str,
     return _LIVE_TEACHERS.get(live_key(settings, journal_dir, stage))
 
 
-def embedding_client(skills: Any, plan: TeacherPlan, work_dir: Path) -> EmbeddingClient | None:
+def embedding_client(skills: Any, plan: TeacherPlan, work_dir: Path) -> "EmbeddingClient | None":
     """The embeddings a stage ranks skills by (`--skills retrieve --embedding-model M`,
     journaled in the work dir), or None: lexical ranking. An estimate sends nothing,
     embeddings included: it ranks lexically."""
     if skills.mode != "retrieve" or not skills.embedding_model or plan.estimate_for:
         return None
+    from skillsft.pipeline.teacher.openai.embeddings import EmbeddingClient
+
     url = full_base_url(plan.settings.base_url or "", plan.base_url_digest)
     settings = TeacherSettings.resolve(teacher="openai", base_url=url or None)
     return EmbeddingClient(settings, skills.embedding_model, WorkDir(work_dir).journal)
