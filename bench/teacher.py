@@ -2,6 +2,15 @@
 
     .venv/bin/python bench/teacher.py [--requests 2000] [--latency 0.1]
     .venv/bin/python bench/teacher.py --adaptive [--requests 2000] [--latency 0.1]
+    .venv/bin/python bench/teacher.py --cpu [--envs 700] [--concurrency 64]
+
+`--cpu` measures the client's CPU per request, side by side in one run: the memories stage on
+N ALFWorld envs (3 trajectories each, every env selected; prompt building, the teacher,
+validation and the journal included) against a 0 ms server, then a bare `AsyncOpenAI` loop
+with a semaphore sending the same bodies (as the server received them) to the same server and
+JSON-parsing each answer.
+CPU is this process's (`time.process_time`) around each part, so start-up is left out; the
+server runs in a child process and is not counted.
 
 `--adaptive` measures the adaptive limit instead: starting at --concurrency 16 it may grow to
 --max-concurrency 64 against a server that takes everything (wall time against the ideal at the
@@ -15,12 +24,20 @@ ratio, and the ideal time (requests x latency / concurrency).
 """
 
 import argparse
+import asyncio
 import json
 import tempfile
 import time
 import urllib.request
 from pathlib import Path
+from typing import Any
 
+from openai import AsyncOpenAI
+
+from skillsft.pipeline.envs import get_env
+from skillsft.pipeline.formats.rollouts.selection import SelectionOptions
+from skillsft.pipeline.stages.memories import MemoryOptions, generate_memories
+from skillsft.pipeline.stages.parse import parse_rollouts
 from skillsft.pipeline.teacher.openai.teacher import OpenAITeacher
 from skillsft.pipeline.teacher.settings import TeacherSettings
 from skillsft.testing.process import start_server_process
@@ -81,6 +98,75 @@ def timed_batch(base_url: str, requests: int, concurrency: int | None, version: 
     return elapsed
 
 
+def server_json(base_url: str, route: str, data: bytes | None = None) -> Any:
+    request = urllib.request.Request(base_url.rsplit("/v1", 1)[0] + route, data=data)
+    with urllib.request.urlopen(request) as answer:
+        return json.load(answer)
+
+
+def stage_cpu(base_url: str, corpus: Path, concurrency: int, work_dir: Path) -> tuple[float, int]:
+    """CPU seconds of the memories stage and the HTTP requests it sent."""
+    spec = get_env("alfworld")
+    every_env = SelectionOptions(n_success_envs=1 << 20, n_fail_envs=1 << 20, include_mixed=True)
+    records = parse_rollouts(corpus, spec, every_env).records
+    settings = TeacherSettings.resolve({}, teacher="openai", api_key=API_KEY, base_url=base_url,
+                                       concurrency=concurrency, max_concurrency=concurrency,
+                                       show_progress=False, response_format="json_schema")
+    teacher = OpenAITeacher(settings, work_dir, "memory")
+    before = server_json(base_url, "/stats")["total"]
+    started = time.process_time()
+    result = generate_memories(records, spec, MemoryOptions(), teacher)
+    cpu = time.process_time() - started
+    sent = server_json(base_url, "/stats")["total"] - before
+    if any(reject.reason.startswith("teacher") for reject in result.rejects):
+        raise SystemExit("teacher requests failed; the benchmark needs a fault-free server")
+    return cpu, sent
+
+
+def bare_loop_cpu(base_url: str, bodies: list[dict[str, Any]], concurrency: int) -> float:
+    """CPU seconds of the loop a user would write: AsyncOpenAI, a semaphore, json.loads."""
+
+    async def send_all() -> None:
+        client = AsyncOpenAI(api_key=API_KEY, base_url=base_url, max_retries=0)
+        gate = asyncio.Semaphore(concurrency)
+
+        async def one(body: dict[str, Any]) -> None:
+            async with gate:
+                completion = await client.chat.completions.create(**body)
+                json.loads(completion.choices[0].message.content or "null")
+
+        await asyncio.gather(*(one(body) for body in bodies))
+        await client.close()
+
+    started = time.process_time()
+    asyncio.run(send_all())
+    return time.process_time() - started
+
+
+def run_cpu(envs: int, concurrency: int) -> None:
+    from end_to_end import build_corpus  # bench/ is on the path when this file is run
+
+    process, base_url = start_server_process("--latency", "0", "--stages")
+    try:
+        with tempfile.TemporaryDirectory() as folder:
+            corpus = Path(folder) / "rollouts"
+            trajectories = build_corpus(corpus, envs)
+            ours, sent = stage_cpu(base_url, corpus, concurrency, Path(folder) / "work")
+            bodies = server_json(base_url, "/bodies")["bodies"]
+            server_json(base_url, "/reset", b"")
+            bare = bare_loop_cpu(base_url, bodies, concurrency)
+    finally:
+        process.kill()
+        process.wait()
+    ours_ms, bare_ms = 1000 * ours / sent, 1000 * bare / len(bodies)
+    print(f"{envs} envs, {trajectories} trajectories, {sent} requests, concurrency "
+          f"{concurrency}, 0 ms server")
+    print(f"memories stage: {ours:.2f} s CPU, {ours_ms:.2f} ms per request (prompts, teacher, "
+          "validation, journal)")
+    print(f"bare AsyncOpenAI loop, same bodies: {bare:.2f} s CPU, {bare_ms:.2f} ms per request")
+    print(f"ours / bare: {ours_ms / bare_ms:.2f}x (goal <= 1.0x)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=2000)
@@ -91,7 +177,13 @@ def main() -> None:
     )
     parser.add_argument("--adaptive", action="store_true",
                         help="measure the adaptive limit (growth, and settling under 429s)")
+    parser.add_argument("--cpu", action="store_true",
+                        help="client CPU per request: the memories stage vs a bare loop")
+    parser.add_argument("--envs", type=int, default=700, help="--cpu: ALFWorld envs")
     args = parser.parse_args()
+    if args.cpu:
+        run_cpu(args.envs, (args.concurrency or [64])[0])
+        return
     if args.adaptive:
         run_adaptive(args.requests, args.latency)
         return

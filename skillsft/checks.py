@@ -13,10 +13,8 @@ from pathlib import Path
 import luigi
 
 from skillsft.pipeline.teacher.openai.endpoint_pool import check_endpoints
-from skillsft.pipeline.teacher.openai.teacher import OpenAITeacher
-from skillsft.pipeline.workdir import WorkDir
-from skillsft.schemas.stages import BY_NAME, CORPUS_TEACHER_STAGES
-from skillsft.tasks.teacher import TeacherPlan
+from skillsft.pipeline.teacher.plan import TeacherPlan, preflight_teacher
+from skillsft.schemas.stages import CORPUS_TEACHER_STAGES
 
 
 def check_teacher(tasks: Iterable[luigi.Task]) -> list[str]:
@@ -31,16 +29,14 @@ def check_teacher(tasks: Iterable[luigi.Task]) -> list[str]:
         live = isinstance(plan, TeacherPlan) and plan.kind == "openai"
         if stage not in CORPUS_TEACHER_STAGES or not live:
             continue
-        teacher_stage = BY_NAME[stage].teacher
-        # The live teacher, whatever layers (--batch, --max-cost) the stage adds around it:
-        # they all talk to this endpoint and model.
-        teacher = OpenAITeacher(plan.settings_for(stage), WorkDir(Path(task.work_dir)).journal,
-                                teacher_stage)
+        # The stage's own live teacher and runtime: what the pre-flight learns (endpoints
+        # taken out, the response mode) is what the stage starts with.
+        teacher = preflight_teacher(plan, stage, Path(task.work_dir))
         if (teacher.endpoint, teacher.model) in seen:
             continue
         seen.add((teacher.endpoint, teacher.model))
         key = teacher.settings.api_key
-        found, taken_out = check_endpoints(teacher.endpoint,
+        found, taken_out = check_endpoints(teacher.runtime.pool,
                                            key.get_secret_value() if key else "", teacher.model)
         lines.extend(taken_out)
         # Batch items are asked in the mode negotiated for the endpoint, like live calls: the

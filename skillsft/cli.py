@@ -25,10 +25,11 @@ from skillsft.arguments import (
 )
 from skillsft.checks import check_publishing, check_teacher
 from skillsft.luigi_options import luigi_build_options
-from skillsft.options_cli import add_option_flags
+from skillsft.options_cli import add_option_flags, argument_options, flag_of
 from skillsft.pipeline.envs import ENVS
 from skillsft.pipeline.errors import SkillsftError
-from skillsft.pipeline.teacher.settings import RESPONSE_FORMAT_CHOICES
+from skillsft.pipeline.options import declared
+from skillsft.pipeline.teacher.settings import TeacherSettings
 from skillsft.pipeline.workdir import WorkDir
 from skillsft.run_log import close_log, open_log
 from skillsft.schemas.stages import STAGE_NAMES
@@ -41,34 +42,11 @@ _OK = {LuigiStatusCode.SUCCESS, LuigiStatusCode.SUCCESS_WITH_RETRY}
 
 def add_teacher_flags(parser: argparse.ArgumentParser, *, per_stage_models: bool) -> None:
     group = parser.add_argument_group("teacher")
-    group.add_argument("--teacher", choices=["offline", "openai"], default=None,
-                       help="default: $SKILLSFT_TEACHER, else openai when an API key is set")
-    group.add_argument("--base-url", action="append", default=None,
-                       help="default: $OPENAI_BASE_URL; repeat it (or comma-separate the "
-                       "variable) to spread requests over servers of the same model")
-    group.add_argument("--concurrency", type=positive_int, default=None,
-                       help="max requests in flight (default: $SKILLSFT_CONCURRENCY or 16)")
-    group.add_argument("--max-concurrency", type=positive_int, default=None,
-                       help="how far the in-flight limit may grow while the server keeps up "
-                       "(default 64; it halves on each 429)")
-    group.add_argument("--rpm", type=positive_int, default=None,
-                       help="cap on requests started per minute")
-    group.add_argument("--tpm", type=positive_int, default=None,
-                       help="cap on tokens (prompt estimate + max output) per minute")
-    group.add_argument("--response-format", choices=RESPONSE_FORMAT_CHOICES, default=None,
-                       help="how answers are constrained: auto (default) probes the server once "
-                       "per endpoint and model; any other value forces that mode")
-    group.add_argument("--max-output-tokens", type=positive_int, default=None,
-                       help="max tokens per teacher answer (default 4096)")
-    group.add_argument("--retry-failed", type=int, default=None, metavar="N",
-                       help="runs that call a request again after a transient failure "
-                       "(timeout, 5xx; default 2); --force STAGE retries every failure")
-    group.add_argument("--request-deadline", type=float, default=None, metavar="SECONDS",
-                       help="give a request up after this long, retries included (default: "
-                       "every attempt's timeout plus the backoffs; printed at the start)")
-    group.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
-                       help="per HTTP call to the teacher (default 120; a slow local server "
-                       "that keeps working on abandoned calls needs more)")
+    # The settings' own flags, from the settings model (as stage flags are from their options);
+    # --model only where one model serves the command (`run` names one per stage, below).
+    for item in declared(TeacherSettings):
+        if item.name != "model" or not per_stage_models:
+            group.add_argument(flag_of(item), **argument_options(item))
     group.add_argument("--prices", default=None, metavar="FILE",
                        help='JSON {"model": [usd_per_1M_input, usd_per_1M_output]} overriding '
                        "the built-in price table")
@@ -91,8 +69,6 @@ def add_teacher_flags(parser: argparse.ArgumentParser, *, per_stage_models: bool
         group.add_argument("--memory-model", default=None)
         group.add_argument("--aggregate-model", default=None)
         group.add_argument("--distill-model", default=None)
-    else:
-        group.add_argument("--model", default=None)
 
 
 def add_run_flags(parser: argparse.ArgumentParser) -> None:

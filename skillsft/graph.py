@@ -15,6 +15,7 @@ from typing import Any
 import luigi
 
 from skillsft.options_cli import options_from_args
+from skillsft.pipeline.teacher.plan import TeacherPlan
 from skillsft.settings import (
     UsageError,
     check_rollouts,
@@ -39,7 +40,7 @@ from skillsft.tasks.stages import (
     GenerateMemories,
     ParseRollouts,
 )
-from skillsft.tasks.teacher import TeacherParameter, TeacherPlan
+from skillsft.tasks.teacher import TeacherParameter
 
 RUN_TASKS: tuple[type[StageTask], ...] = (
     ParseRollouts, GenerateMemories, AggregateSkillBank, Distill, Flatten, SkillDocument,

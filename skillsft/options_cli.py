@@ -75,6 +75,10 @@ KINDS: dict[str, Callable[[str], Any]] = {
 }
 
 
+# Flags given once per value (`--source-range A --source-range B`); "repeated": plain text.
+REPEATED_KINDS = {"source_range", "repeated"}
+
+
 def flag_of(item: Declared) -> str:
     return item.opt.flag or "--" + item.name.replace("_", "-")
 
@@ -93,7 +97,7 @@ def argument_options(item: Declared) -> dict[str, Any]:
         options["choices"] = list(opt.choices)
     if opt.metavar:
         options["metavar"] = opt.metavar
-    if opt.kind in ("source_range", "repeated"):  # a repeatable flag gathering a tuple
+    if opt.kind in REPEATED_KINDS:
         options["action"] = "append"
     converter = KINDS.get(opt.kind) or (item.type if item.type in (int, float) else None)
     if converter is not None:

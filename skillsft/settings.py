@@ -17,15 +17,18 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from skillsft.pipeline.options import declared
+from skillsft.pipeline.teacher.plan import TeacherPlan
 from skillsft.pipeline.teacher.pricing import load_price_file
 from skillsft.pipeline.teacher.settings import (
     FIELD_VARIABLES,
     TEACHER_CHOICES,
+    MissingApiKey,
     TeacherSettings,
     announce,
+    require_api_key,
 )
 from skillsft.schemas.stages import CORPUS_TEACHER_STAGES
-from skillsft.tasks.teacher import TeacherPlan
 
 # The samples ship inside the package (skillsft.examples), so an installed wheel runs them too.
 BUNDLED_SAMPLES = Path(str(resources.files("skillsft.examples"))) / "rollouts"
@@ -70,30 +73,21 @@ def resolve_teacher(args: argparse.Namespace, environ: Mapping[str, str]) -> Tea
         raise UsageError(f"--prices {prices} is not a file")
     if prices:
         load_price_file(Path(prices))  # a malformed table fails now, not inside a stage
-    explicit = {
-        "teacher": getattr(args, "teacher", None),
-        "base_url": joined_urls(getattr(args, "base_url", None)),
-        "concurrency": getattr(args, "concurrency", None),
-        "model": getattr(args, "model", None),
-        "timeout": getattr(args, "timeout", None),
-        "request_deadline": getattr(args, "request_deadline", None),
-        "max_concurrency": getattr(args, "max_concurrency", None),
-        "rpm": getattr(args, "rpm", None),
-        "tpm": getattr(args, "tpm", None),
-        "price_file": str(Path(prices).resolve()) if prices else None,
-        "response_format": getattr(args, "response_format", None),
-        "max_output_tokens": getattr(args, "max_output_tokens", None),
-        "retry_failed": getattr(args, "retry_failed", None),
-    }
+    # Every settings flag by its field name (cli.py made them from the model), then the two
+    # that need more than their value: the URL list joined, the price file made absolute.
+    explicit: dict[str, Any] = {item.name: getattr(args, item.name, None)
+                                for item in declared(TeacherSettings)}
+    explicit["base_url"] = joined_urls(explicit["base_url"])
+    explicit["price_file"] = str(Path(prices).resolve()) if prices else None
     try:
         resolved = TeacherSettings.resolve(environ, **explicit)
     except ValidationError as exc:
         raise UsageError(describe_settings_error(exc, explicit, environ)) from None
-    if resolved.teacher == "openai" and resolved.api_key is None:
-        raise UsageError(
-            "the openai teacher needs an API key: set OPENAI_API_KEY (or DEEPSEEK_API_KEY; any "
-            "non-empty value for a local server that ignores keys), or use --teacher offline"
-        )
+    if resolved.teacher == "openai":
+        try:
+            require_api_key(resolved)
+        except MissingApiKey as missing:
+            raise UsageError(str(missing)) from None
     models: dict[str, str] = {}
     for stage, flag in (("memory", "memory_model"), ("aggregate", "aggregate_model"),
                         ("distill", "distill_model")):

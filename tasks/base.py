@@ -23,11 +23,12 @@ from skillsft.pipeline.formats import jsonio
 from skillsft.pipeline.options import declared_values, shaping_values
 from skillsft.pipeline.stages.outcome import FailureRule, check_outcome, outcome_of
 from skillsft.pipeline.stages.result import StageResult
+from skillsft.pipeline.teacher.plan import TeacherPlan
 from skillsft.schemas import Reject
 from skillsft.tasks.failures import record_failure
 from skillsft.tasks.options_param import OptionsParameter, TaskListParameter
 from skillsft.tasks.targets import StageTarget, write_bytes_atomically
-from skillsft.tasks.teacher import TeacherParameter, TeacherPlan
+from skillsft.tasks.teacher import TeacherParameter
 
 # Bumped when a stage's own logic changes in a way that changes its output.
 CODE_VERSION = "1"

@@ -22,10 +22,11 @@ from skillsft.pipeline.formats import jsonio
 from skillsft.pipeline.stages.evolve import rounds
 from skillsft.pipeline.stages.evolve.options import EvolveOptions, GateOptions
 from skillsft.pipeline.stages.outcome import FailureRule
+from skillsft.pipeline.teacher.plan import build_teacher
 from skillsft.schemas import Reject
 from skillsft.tasks.base import StageOutput, StageTask, rejects_lines
 from skillsft.tasks.options_param import OptionsParameter
-from skillsft.tasks.teacher import TeacherParameter, build_teacher
+from skillsft.tasks.teacher import TeacherParameter
 
 
 class EvolveCandidate(StageTask):

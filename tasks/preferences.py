@@ -17,9 +17,11 @@ from skillsft.pipeline.errors import InputError
 from skillsft.pipeline.formats import jsonio
 from skillsft.pipeline.stages.distill import DistillOptions
 from skillsft.pipeline.stages.outcome import FailureRule
+from skillsft.pipeline.stages.skill_selection import scorer_for
+from skillsft.pipeline.teacher.plan import build_teacher, embedding_client
 from skillsft.tasks.base import StageOutput, StageTask, signature_of_tree
 from skillsft.tasks.options_param import OptionsParameter
-from skillsft.tasks.teacher import TeacherParameter, build_teacher, scorer_for
+from skillsft.tasks.teacher import TeacherParameter
 
 
 class FromSkillBank(StageTask):
@@ -69,7 +71,8 @@ class PreferencePairs(FromSkillBank):
             render=self.distill.render,
             input_name=str(self.rollout_dir),
             skills=self.distill.skills,
-            scorer=scorer_for(self.distill.skills, self.teacher, Path(self.work_dir)),
+            scorer=scorer_for(embedding_client(self.distill.skills, self.teacher,
+                                                Path(self.work_dir))),
         )
         result = folder_preference_pairs(episodes, spec, options, teacher, bank)
         if self.require_pairs and not result.records:

@@ -31,9 +31,10 @@ from skillsft.pipeline.formats.file_kinds import check_kind
 from skillsft.pipeline.formats.record_files import TRAJECTORIES, LoadedRecords, validate_records
 from skillsft.pipeline.stages.result import StageResult
 from skillsft.pipeline.stages.shards import ShardResult, partition
+from skillsft.pipeline.stages.skill_selection import scorer_for
+from skillsft.pipeline.teacher.plan import build_teacher, embedding_client
 from skillsft.tasks.base import StageOutput, StageTask
 from skillsft.tasks.stages import Distill, GenerateMemories
-from skillsft.tasks.teacher import build_teacher, scorer_for
 
 SHARDS_DIR = "shards"
 
@@ -173,7 +174,7 @@ class DistillShard(ShardOf, Distill):
         bank = load_skill_bank(self.input_file("skill_bank"), spec)
         teacher = build_teacher(self.teacher, self.stage, Path(self.work_dir))
         options = replace(self.distill, input_name=source)
-        scorer = scorer_for(options.skills, self.teacher, Path(self.work_dir))
+        scorer = scorer_for(embedding_client(options.skills, self.teacher, Path(self.work_dir)))
         result = distill(loaded.records, spec, options, teacher, bank, scorer,
                          positions=loaded.positions)
         result.absorb_load(loaded)

@@ -23,10 +23,12 @@ from skillsft.pipeline.stages.distill import DistillOptions
 from skillsft.pipeline.stages.flatten import FlattenOptions
 from skillsft.pipeline.stages.memories import MemoryOptions
 from skillsft.pipeline.stages.outcome import FailureRule
+from skillsft.pipeline.stages.skill_selection import scorer_for
+from skillsft.pipeline.teacher.plan import build_teacher, embedding_client
 from skillsft.tasks.base import StageOutput, StageTask, signature_of_tree
 from skillsft.tasks.options_param import OptionsParameter, TaskListParameter
 from skillsft.tasks.shard_merge import merge_shards
-from skillsft.tasks.teacher import TeacherParameter, build_teacher, scorer_for
+from skillsft.tasks.teacher import TeacherParameter
 
 
 class ParseRollouts(StageTask):
@@ -154,7 +156,7 @@ class Distill(ShardedStage):
         bank = load_skill_bank(self.input_file("skill_bank"), spec)
         teacher = build_teacher(self.teacher, self.stage, Path(self.work_dir))
         options = replace(self.distill, input_name=str(source))
-        scorer = scorer_for(options.skills, self.teacher, Path(self.work_dir))
+        scorer = scorer_for(embedding_client(options.skills, self.teacher, Path(self.work_dir)))
         result = distill(loaded.records, spec, options, teacher, bank, scorer)
         result.absorb_load(loaded)
         return StageOutput.of(result, jsonio.dumps(result.records), input_name=str(source),

@@ -116,6 +116,11 @@ class EmbeddingScorer:
         return sum(x * y for x, y in zip(a, b, strict=True)) / norm if norm else 0.0
 
 
+def scorer_for(embeddings: object | None) -> Scorer:
+    """Embeddings when the teacher layer gave a client for them, else the lexical scorer."""
+    return LexicalScorer() if embeddings is None else EmbeddingScorer(embeddings)
+
+
 def skill_text(skill: Skill) -> str:
     return f"{skill.title}. {skill.principle} {skill.when_to_apply}".strip()
 

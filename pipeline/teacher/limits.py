@@ -7,12 +7,11 @@ counts once. Against a server that takes N at a time it settles around N. A 429'
 also pauses new starts until it has passed, so the whole pool backs off, not just the rejected
 call.
 
-`MinuteWindow` caps requests or tokens per minute over a sliding 60 s window.
+The --rpm/--tpm caps are machine-wide, in pace.py.
 """
 
 import asyncio
 import time
-from collections import deque
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, suppress
 
@@ -80,29 +79,3 @@ class AdaptiveLimiter:
             self.limit = max(float(self.min_limit), self.limit / 2)
             self._last_decrease = now
             self.decreases += 1
-
-
-class MinuteWindow:
-    """At most `per_minute` units (requests or tokens) started in any 60 s window (`window_s`:
-    a shorter window for tests)."""
-
-    def __init__(self, per_minute: int, *, window_s: float = 60.0) -> None:
-        self.per_minute = per_minute
-        self.window_s = window_s
-        self._events: deque[tuple[float, int]] = deque()
-        self._used = 0
-        self._lock = asyncio.Lock()
-
-    async def take(self, amount: int = 1) -> None:
-        # A single request larger than the cap still goes, alone in its window.
-        amount = min(amount, self.per_minute)
-        async with self._lock:
-            while True:
-                now = time.monotonic()
-                while self._events and now - self._events[0][0] >= self.window_s:
-                    self._used -= self._events.popleft()[1]
-                if self._used + amount <= self.per_minute:
-                    break
-                await asyncio.sleep(self.window_s - (now - self._events[0][0]))
-            self._events.append((time.monotonic(), amount))
-            self._used += amount

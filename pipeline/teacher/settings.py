@@ -12,6 +12,7 @@ Precedence, highest first, the same for every field:
   only endpoint information is DeepSeek's, else the OpenAI API. Several comma-separated URLs
   spread the requests over servers of the same model (endpoint_pool.py).
 - `concurrency`: `SKILLSFT_CONCURRENCY`; default 16.
+- `rate_window`: `SKILLSFT_RATE_WINDOW`; default 60 (seconds the --rpm/--tpm caps count over).
 - model per stage: `MEMORY_MODEL`, `AGGREGATE_MODEL`, `DISTILL_MODEL`; default
   `deepseek-chat` on DeepSeek, else `gpt-4o-mini`.
 
@@ -22,10 +23,12 @@ it never appears in `repr`, logs, the announcement or any file we write.
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Literal, get_args
+from typing import Annotated, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
+from skillsft.pipeline.errors import ConfigError
+from skillsft.pipeline.options import Opt
 from skillsft.pipeline.teacher.openai.endpoints import redact_url, split_urls
 from skillsft.schemas.stages import STAGES
 
@@ -54,6 +57,7 @@ FIELD_VARIABLES: dict[str, tuple[str, ...]] = {
     "api_key": ("OPENAI_API_KEY", "DEEPSEEK_API_KEY"),
     "base_url": ("OPENAI_BASE_URL", "DEEPSEEK_BASE_URL"),
     "concurrency": ("SKILLSFT_CONCURRENCY",),
+    "rate_window": ("SKILLSFT_RATE_WINDOW",),
 }
 
 
@@ -62,24 +66,57 @@ class TeacherSettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    teacher: TeacherKind = "offline"
-    base_url: str | None = None
+    # A field with an `Opt` is a teacher flag (skillsft/cli.py builds them from these, as the
+    # stage flags from the options models); its help says its default where it is not plain.
+    teacher: Annotated[TeacherKind, Opt(
+        "default: $SKILLSFT_TEACHER, else openai when an API key is set",
+        choices=("offline", "openai"))] = "offline"
+    base_url: Annotated[str | None, Opt(
+        "default: $OPENAI_BASE_URL; repeat it (or comma-separate the variable) to spread "
+        "requests over servers of the same model", kind="repeated")] = None
     api_key: SecretStr | None = None
-    model: str | None = None  # one model for every stage (the --model flag)
+    # One model for every stage: --model of the single-stage commands.
+    model: Annotated[str | None, Opt("")] = None
     stage_models: dict[str, str] = Field(default_factory=dict)
     default_model: str = "gpt-4o-mini"
-    concurrency: int = Field(default=16, ge=1)  # requests in flight at the start
-    max_concurrency: int = Field(default=64, ge=1)  # how far the adaptive limit may grow
-    timeout: float = Field(default=120.0, gt=0)
-    max_retries: int = Field(default=4, ge=0)  # the openai client's own retries per call
+    concurrency: Annotated[int, Opt(
+        "max requests in flight (default: $SKILLSFT_CONCURRENCY or 16)",
+        kind="positive_int")] = Field(default=16, ge=1)  # requests in flight at the start
+    max_concurrency: Annotated[int, Opt(
+        "how far the in-flight limit may grow while the server keeps up (default 64; it halves "
+        "on each 429)", kind="positive_int")] = Field(default=64, ge=1)
+    timeout: Annotated[float, Opt(
+        "per HTTP call to the teacher (default 120; a slow local server that keeps working on "
+        "abandoned calls needs more)", metavar="SECONDS")] = Field(default=120.0, gt=0)
+    # Retries of one call after a timeout, a dropped connection or a 5xx (429s get
+    # RATE_LIMIT_ROUNDS more), made by the teacher's own loop: the client's are off.
+    max_retries: int = Field(default=4, ge=0)
     reask_limit: int = Field(default=2, ge=0)
-    rpm: int | None = Field(default=None, ge=1)
-    tpm: int | None = Field(default=None, ge=1)
+    rpm: Annotated[int | None, Opt(
+        "cap on requests started per minute (by this run's processes on this machine "
+        "together)", kind="positive_int")] = Field(default=None, ge=1)
+    tpm: Annotated[int | None, Opt(
+        "cap on tokens (prompt estimate + max output, corrected to the reported usage) per "
+        "minute (by this run's processes on this machine together)",
+        kind="positive_int")] = Field(default=None, ge=1)
+    # The window --rpm/--tpm are counted over, in seconds; the caps are scaled to it (with 10,
+    # --rpm 120 allows 20 starts in any 10 s), for providers that police bursts within a minute.
+    rate_window: float = Field(default=60.0, gt=0, le=60.0)
     temperature: float = 0.3
-    max_output_tokens: int = Field(default=4096, ge=1)
-    response_format: ResponseFormatChoice = "auto"
-    request_deadline: float | None = Field(default=None, gt=0)  # None: see deadline()
-    retry_failed: int = Field(default=2, ge=0)  # runs that retry a transient failure
+    max_output_tokens: Annotated[int, Opt(
+        "max tokens per teacher answer (default 4096)", kind="positive_int")] = Field(
+        default=4096, ge=1)
+    response_format: Annotated[ResponseFormatChoice, Opt(
+        "how answers are constrained: auto (default) probes the server once per endpoint and "
+        "model; any other value forces that mode", choices=RESPONSE_FORMAT_CHOICES)] = "auto"
+    request_deadline: Annotated[float | None, Opt(
+        "give a request up after this long, retries included (default: every attempt's "
+        "timeout plus the backoffs; printed at the start)", metavar="SECONDS")] = Field(
+        default=None, gt=0)  # None: see deadline()
+    retry_failed: Annotated[int, Opt(
+        "runs that call a request again after a transient failure (timeout, 5xx; default 2); "
+        "--force STAGE retries every failure", kind="int", metavar="N")] = Field(
+        default=2, ge=0)  # runs that retry a transient failure
     retry_forced: bool = False  # --force of the stage: retry every earlier failure once more
     price_file: Path | None = None
     price_overrides: dict[str, tuple[float, float]] = Field(default_factory=dict)
@@ -139,6 +176,20 @@ class TeacherSettings(BaseModel):
     def first_endpoint(self) -> str:
         """The one URL for what is not spread over servers (the Batch API, embeddings)."""
         return split_urls(self.endpoint())[0]
+
+
+class MissingApiKey(ConfigError, ValueError):
+    """The openai teacher was chosen without a key."""
+
+
+def require_api_key(settings: TeacherSettings) -> SecretStr:
+    """The key of a live teacher, or MissingApiKey saying how to give one (the one check, for
+    the command line, the live teacher and the batch teacher alike)."""
+    if settings.api_key is None:
+        raise MissingApiKey(
+            "the openai teacher needs an API key: set OPENAI_API_KEY (or DEEPSEEK_API_KEY; any "
+            "non-empty value for a local server that ignores keys), or use --teacher offline")
+    return settings.api_key
 
 
 def _uses_deepseek(env: Mapping[str, str], values: Mapping[str, object]) -> bool:

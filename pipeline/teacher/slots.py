@@ -3,20 +3,20 @@
 Sharded stages run in several processes at once (Luigi worker processes, several `skillsft run`
 commands); each has its own in-process limiter (limits.AdaptiveLimiter), so without more the
 machine would send workers x limit requests at a time. Before a request is sent, its process
-takes one of `limit` slots: slot files `slot-000 ...` in `<journal>/slots/<host>/`, each held by
-an exclusive non-blocking `flock` on a descriptor of this process. A process that dies drops its
+takes one of `limit` slots: slot files `slot-000 ...` in the run's folder of the machine-local
+runtime folder (machine.py; never the work dir, which machines may share), each held by an
+exclusive non-blocking `flock` on a descriptor of this process. A process that dies drops its
 locks with its descriptors, so a kill -9 never leaks a slot.
 
 We chose this over Luigi resources: a resource limits how many *tasks* run at once, for the
 whole scheduler (every machine), not how many requests are in flight on one machine. Giving each
 shard task a share of the limit would leave slots idle while one shard finishes its tail and
-another waits; slots taken per request let whoever has work use the whole limit. The folder is
-per host, so machines sharing a work dir over a network file system never share slots (each
-machine has its own limit; `flock` is only trusted within one machine here).
+another waits; slots taken per request let whoever has work use the whole limit. Each machine
+has its own folder, so its own limit.
 
 Descriptors are opened per process (a forked child opens its own: an inherited descriptor would
-share its parent's lock), and the slots this process holds are remembered in memory, since two
-descriptors of one process on one file would, over NFS, not exclude each other.
+share its parent's lock), and the slots this process holds are remembered in memory, so a
+process never waits on a slot it holds itself.
 """
 
 import asyncio
@@ -24,18 +24,17 @@ import contextlib
 import fcntl
 import os
 import random
-import socket
 from collections.abc import AsyncIterator
 from pathlib import Path
 
-from skillsft.pipeline.durable import make_folder_durably
+from skillsft.pipeline.teacher.machine import machine_folder
 
 POLL_SECONDS = 0.003  # how often a process waiting for a slot looks again
 
 
 class MachineSlots:
     def __init__(self, folder: Path, limit: int) -> None:
-        self.folder = Path(folder) / socket.gethostname()
+        self.folder = Path(folder)
         self.limit = max(1, limit)
         self._pid = -1
         self._fds: list[int] = []
@@ -44,7 +43,7 @@ class MachineSlots:
     def _open(self) -> None:
         if self._pid == os.getpid():
             return
-        make_folder_durably(self.folder)
+        self.folder.mkdir(parents=True, exist_ok=True)
         self._fds = [os.open(self.folder / f"slot-{i:03d}", os.O_RDWR | os.O_CREAT, 0o644)
                      for i in range(self.limit)]
         self._held = set()
@@ -80,13 +79,6 @@ class MachineSlots:
             self.give_back(number)
 
 
-_SLOTS: dict[tuple[str, int], MachineSlots] = {}
-
-
 def machine_slots(journal_dir: Path, limit: int) -> MachineSlots:
-    """One MachineSlots per (journal folder, limit) and process: the stages of one process
-    share it."""
-    key = (str(Path(journal_dir).resolve()), limit)
-    if key not in _SLOTS:
-        _SLOTS[key] = MachineSlots(Path(journal_dir) / "slots", limit)
-    return _SLOTS[key]
+    """The slots of the run whose journal is `journal_dir`, on this machine."""
+    return MachineSlots(machine_folder(journal_dir, "slots"), limit)

@@ -8,7 +8,8 @@ model's may: its free text carries `body_tag(body)`, a digest of every field (mo
 generation parameters, response format), so two requests that differ anywhere, a missing
 `"strict": true` included, get different answers and make different corpora (re-ask turns
 aside: a re-asked request gets its first ask's answer). GET /stats returns the counters as JSON
-(for a server run as a subprocess); POST /reset clears them.
+(for a server run as a subprocess), GET /bodies every chat request body received; POST /reset
+clears them.
 
 The Batch API (/v1/files, /v1/batches: states, output and error files, partial failures,
 expiry, cancellation) is served by batch_endpoint.py; its items are answered by the same
@@ -116,6 +117,8 @@ class ServerStats:
     batch_items: int = 0  # batch lines answered (each one paid like a live request)
     probes: int = 0  # response-mode probes (negotiation.PROBE_PROMPT), also in the counts above
     arrivals: list[tuple[float, int]] = field(default_factory=list)  # (monotonic s, status)
+    billed: list[tuple[float, int]] = field(default_factory=list)  # (monotonic s, tokens) per 200
+    connections: int = 0  # TCP connections accepted (a client that reuses them opens few)
 
     @property
     def stage_requests(self) -> int:
@@ -133,6 +136,7 @@ class ServerStats:
             "faults": dict(self.faults),
             "batch_items": self.batch_items,
             "probes": self.probes,
+            "connections": self.connections,
         }
 
 
@@ -320,7 +324,7 @@ def chat_completion(
                 "finish_reason": finish_reason,
             }
         ],
-        "usage": None if config.omit_usage else {
+        "usage": {  # the live handler leaves it out when config.omit_usage
             "prompt_tokens": prompt_tokens,
             "completion_tokens": completion_tokens,
             "total_tokens": prompt_tokens + completion_tokens,
@@ -394,6 +398,12 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
         pass  # keep test output quiet
 
+    def setup(self) -> None:
+        """Once per accepted connection (a handler serves all requests of one connection)."""
+        super().setup()
+        with self.server.owner.lock:
+            self.server.owner.stats.connections += 1
+
     def _batch_route(self, method: str, raw: bytes = b"") -> bool:
         """Serve /v1/files and /v1/batches; False when the path is not theirs."""
         endpoint = self.server.owner.batches
@@ -422,6 +432,10 @@ class _Handler(BaseHTTPRequestHandler):
             with self.server.owner.lock:
                 payload = self.server.owner.stats.as_json()
             self._send_json(200, payload)
+        elif self.path.rstrip("/").endswith("/bodies"):  # every chat body received, in order
+            with self.server.owner.lock:
+                bodies = list(self.server.owner.stats.bodies)
+            self._send_json(200, {"bodies": bodies})
         else:
             self._send_json(404, {"error": {"message": "not found"}})
 
@@ -527,8 +541,12 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_json(refusal.status, {"error": {"message": refusal.message,
                                                        "type": "server_error"}})
             return
+        usage = answer["usage"]
+        if config.omit_usage:
+            del answer["usage"]
         with owner.lock:
             owner.stats.paid_by_prompt[content_hash] += 1
+            owner.stats.billed.append((time.monotonic(), usage["total_tokens"]))
             spent = sum(owner.stats.paid_by_prompt.values()) <= config.budget_spent_first
         budget = {"x-ratelimit-remaining-requests": "0", "x-ratelimit-reset-requests": "1s",
                   "x-ratelimit-remaining-tokens": "90000", "x-ratelimit-reset-tokens": "6m0s"}

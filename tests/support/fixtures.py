@@ -11,10 +11,22 @@ from typing import Any
 
 import pytest
 
+from skillsft.pipeline.teacher.openai.runtime import close_runtimes
 from skillsft.testing.openai_server import FakeOpenAIServer, ServerConfig
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 TEST_API_KEY = "sk-test-DO-NOT-LEAK-4f1c9e"  # tests grep the work dir for this exact string
+
+
+@pytest.fixture(autouse=True)
+def fresh_teacher_runtimes(tmp_path_factory: pytest.TempPathFactory,
+                           monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Each test's teachers start as in a new process (openai/runtime.py), with a machine-local
+    runtime folder of their own (so nothing is left in /tmp), and their clients and event
+    loops are closed after it."""
+    monkeypatch.setenv("SKILLSFT_RUNTIME_DIR", str(tmp_path_factory.mktemp("runtime")))
+    yield
+    close_runtimes()
 
 
 @pytest.fixture

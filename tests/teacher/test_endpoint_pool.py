@@ -11,12 +11,7 @@ import pytest
 
 from skillsft.cli import build_parser
 from skillsft.pipeline.formats.dataset_card import public_endpoint
-from skillsft.pipeline.teacher.openai import teacher as openai_teacher
-from skillsft.pipeline.teacher.openai.endpoint_pool import (
-    check_endpoints,
-    forget_taken_out,
-    is_taken_out,
-)
+from skillsft.pipeline.teacher.openai.endpoint_pool import check_endpoints
 from skillsft.pipeline.teacher.openai.endpoints import (
     full_base_url,
     hand_over,
@@ -25,6 +20,7 @@ from skillsft.pipeline.teacher.openai.endpoints import (
     split_urls,
 )
 from skillsft.pipeline.teacher.openai.preflight import EndpointError
+from skillsft.pipeline.teacher.openai.runtime import close_runtimes
 from skillsft.pipeline.teacher.openai.teacher import OpenAITeacher
 from skillsft.pipeline.teacher.settings import TeacherSettings
 from skillsft.settings import resolve_teacher
@@ -36,10 +32,9 @@ from tests.tasks.test_endpoint_checks import skillsft
 @pytest.fixture(autouse=True)
 def fresh_process() -> Iterator[None]:
     """Each test starts as a new process: no endpoint taken out, no response mode known."""
-    forget_taken_out()
-    openai_teacher._ENDPOINT_MODES.clear()
+    close_runtimes()
     yield
-    forget_taken_out()
+    close_runtimes()
 
 
 def dead_url() -> str:
@@ -77,7 +72,7 @@ def test_requests_spread_over_servers_and_a_dead_one_is_taken_out(
     assert all(result.ok for result in results), [r.error for r in results if not r.ok]
     assert first.stats.stage_requests > 5 and second.stats.stage_requests > 5
     assert first.stats.stage_requests + second.stats.stage_requests == len(requests)
-    assert is_taken_out(dead) and not is_taken_out(first.base_url)
+    assert pooled.runtime.pool.is_out(dead) and not pooled.runtime.pool.is_out(first.base_url)
     taken_out = [r.getMessage() for r in caplog.records if "taken out" in r.getMessage()]
     assert len(taken_out) == 1 and dead in taken_out[0]
     # The same answers as one server gives for the same prompts: no answer went to the wrong
@@ -108,30 +103,34 @@ def test_the_last_endpoint_is_never_taken_out(tmp_path, caplog):
     results, _ = teacher.run_batch(toy_requests(2), stage="toy")
 
     assert all(result.error and result.error.startswith("connection") for result in results)
-    assert is_taken_out(dead_one) != is_taken_out(dead_two)  # exactly one is out
+    pool = teacher.runtime.pool
+    assert pool.is_out(dead_one) != pool.is_out(dead_two)  # exactly one is out
     assert sum("taken out" in r.getMessage() for r in caplog.records) == 1
 
 
 def test_preflight_takes_a_failing_endpoint_out_and_keeps_the_others(
-    server_factory, caplog
+    server_factory, caplog, tmp_path
 ):
     alive = server_factory()
     dead = dead_url()
     caplog.set_level(logging.WARNING, logger="skillsft.teacher")
+    teacher = teacher_for(f"{dead},{alive.base_url}", tmp_path)
 
-    check, lines = check_endpoints(f"{dead},{alive.base_url}", TEST_API_KEY, "gpt-4o-mini")
+    check, lines = check_endpoints(teacher.runtime.pool, TEST_API_KEY, "gpt-4o-mini")
 
     assert check.url.startswith("1 of 2 endpoints")
     assert lines == [f"endpoint taken out: {dead}: connection refused; start the server or fix "
                      "the port in --base-url / OPENAI_BASE_URL"]
-    assert is_taken_out(dead) and not is_taken_out(alive.base_url)
+    assert teacher.runtime.pool.is_out(dead)
+    assert not teacher.runtime.pool.is_out(alive.base_url)
     warnings = [r.getMessage() for r in caplog.records if "taken out" in r.getMessage()]
     assert len(warnings) == 1 and "connection refused" in warnings[0]
 
 
-def test_preflight_with_every_endpoint_failing_is_one_line():
+def test_preflight_with_every_endpoint_failing_is_one_line(tmp_path):
+    pool = teacher_for(f"{dead_url()},{dead_url()}", tmp_path).runtime.pool
     with pytest.raises(EndpointError) as raised:
-        check_endpoints(f"{dead_url()},{dead_url()}", TEST_API_KEY, "gpt-4o-mini")
+        check_endpoints(pool, TEST_API_KEY, "gpt-4o-mini")
     message = str(raised.value)
     assert message.startswith("none of the 2 endpoints can be used") and "\n" not in message
 

@@ -12,8 +12,8 @@ import pytest
 
 from skillsft.pipeline.stages.aggregate import MistakesAnswer, SkillsAnswer
 from skillsft.pipeline.stages.memories import MEMORY_ANSWER_BY_OUTCOME
-from skillsft.pipeline.teacher.openai import teacher as openai_teacher
 from skillsft.pipeline.teacher.openai.negotiation import ModeStore
+from skillsft.pipeline.teacher.openai.runtime import close_runtimes
 from skillsft.pipeline.teacher.openai.structured import openai_strict_schema
 from skillsft.pipeline.teacher.openai.teacher import OpenAITeacher
 from skillsft.pipeline.teacher.settings import TeacherSettings
@@ -29,7 +29,7 @@ from tests.support.fixtures import TEST_API_KEY
 
 
 def teacher_for(server: FakeOpenAIServer, work_dir: Path, **overrides: Any) -> OpenAITeacher:
-    openai_teacher._ENDPOINT_MODES.clear()  # as in a new process: only the work dir remembers
+    close_runtimes()  # as in a new process: only the work dir remembers
     explicit: dict[str, Any] = {
         "teacher": "openai", "api_key": TEST_API_KEY, "base_url": server.base_url,
         "model": "gpt-4o-mini", "concurrency": 4, "timeout": 5.0, "max_retries": 0,

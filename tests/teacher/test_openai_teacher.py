@@ -3,7 +3,7 @@
 from pathlib import Path
 from typing import Any
 
-from skillsft.pipeline.teacher.openai import teacher as openai_teacher
+from skillsft.pipeline.teacher.openai.runtime import close_runtimes
 from skillsft.pipeline.teacher.openai.teacher import OpenAITeacher, is_reasoning_model
 from skillsft.pipeline.teacher.settings import TeacherSettings
 from skillsft.testing.openai_server import FakeOpenAIServer, is_probe
@@ -12,7 +12,7 @@ from tests.support.fixtures import TEST_API_KEY
 
 
 def make_teacher(server: FakeOpenAIServer, work_dir: Path, **overrides: Any) -> OpenAITeacher:
-    openai_teacher._ENDPOINT_MODES.clear()  # as in a new process: only the work dir remembers
+    close_runtimes()  # as in a new process: only the work dir remembers
     explicit: dict[str, Any] = {
         "api_key": TEST_API_KEY,
         "base_url": server.base_url,

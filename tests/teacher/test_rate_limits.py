@@ -8,8 +8,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from skillsft.pipeline.teacher.limits import MinuteWindow
-from skillsft.pipeline.teacher.openai.teacher import OpenAITeacher, parse_reset
+from skillsft.pipeline.teacher.openai.ratelimit_headers import parse_reset
+from skillsft.pipeline.teacher.openai.teacher import OpenAITeacher
+from skillsft.pipeline.teacher.pace import MachineWindow
 from skillsft.pipeline.teacher.settings import TeacherSettings
 from skillsft.testing.openai_server import FakeOpenAIServer
 from skillsft.testing.toy import toy_requests
@@ -81,7 +82,7 @@ def test_reset_durations_in_the_forms_servers_send() -> None:
     assert parse_reset("2.5") == 2.5 and parse_reset("soon") is None
 
 
-def starts_with_cap(window: MinuteWindow, amounts: list[int]) -> list[float]:
+def starts_with_cap(window: MachineWindow, amounts: list[int]) -> list[float]:
     """When each `take` returned, for a cap over a short window (the same code as per minute)."""
 
     async def take_all() -> list[float]:
@@ -94,13 +95,13 @@ def starts_with_cap(window: MinuteWindow, amounts: list[int]) -> list[float]:
     return asyncio.run(take_all())
 
 
-def test_the_requests_per_window_cap_holds_back_the_excess() -> None:
-    starts = starts_with_cap(MinuteWindow(3, window_s=0.5), [1] * 5)
+def test_the_requests_per_window_cap_holds_back_the_excess(tmp_path: Path) -> None:
+    starts = starts_with_cap(MachineWindow(tmp_path / "rpm", 3, window_s=0.5), [1] * 5)
     assert starts[2] - starts[0] < 0.4  # three go at once
     assert starts[3] - starts[0] >= 0.45  # the fourth waits for the window to move on
 
 
-def test_the_tokens_per_window_cap_counts_amounts() -> None:
-    starts = starts_with_cap(MinuteWindow(100, window_s=0.5), [60, 30, 20])
+def test_the_tokens_per_window_cap_counts_amounts(tmp_path: Path) -> None:
+    starts = starts_with_cap(MachineWindow(tmp_path / "tpm", 100, window_s=0.5), [60, 30, 20])
     assert starts[1] - starts[0] < 0.4  # 90 fit
     assert starts[2] - starts[0] >= 0.45  # 110 do not

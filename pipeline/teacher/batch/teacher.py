@@ -58,7 +58,7 @@ from skillsft.pipeline.teacher.openai.teacher import (
 )
 from skillsft.pipeline.teacher.pricing import PriceTable
 from skillsft.pipeline.teacher.progress import BatchTracker
-from skillsft.pipeline.teacher.settings import TeacherSettings
+from skillsft.pipeline.teacher.settings import TeacherSettings, require_api_key
 from skillsft.pipeline.teacher.usage import read_usage
 
 log = logging.getLogger("skillsft.teacher")
@@ -83,8 +83,7 @@ class BatchTeacher:
         self, settings: TeacherSettings, journal_dir: Path, stage: str,
         options: BatchOptions | None = None, *, prices: PriceTable | None = None,
     ) -> None:
-        if settings.api_key is None:
-            raise ValueError("the batch teacher needs an API key: set OPENAI_API_KEY")
+        require_api_key(settings)
         self.settings = settings
         self.options = options or BatchOptions()
         self.stage = stage

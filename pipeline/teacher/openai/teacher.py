@@ -1,16 +1,18 @@
 """The teacher that calls an OpenAI-compatible chat-completions endpoint.
 
-What the openai client already does, we let it do: each HTTP call is retried by the client
-(`max_retries`) on 408/409/429/5xx, timeouts and dropped connections, with exponential backoff
-and 0-25 % jitter, honouring `Retry-After`/`retry-after-ms` up to two minutes.
+Every retry is ours: the openai client is built with `max_retries=0` (runtime.py), and `_create`
+retries a call that met a timeout, a dropped connection, a 408/409 or a 5xx up to
+`max_retries` times (jittered exponential backoff, or the server's Retry-After), and a 429 up to
+`RATE_LIMIT_ROUNDS` times more (Retry-After as the least wait: rate limits are the one error
+that waiting reliably cures), all within the request deadline. The concurrency slot is given
+back before each wait, so a halved limit really holds back the pool.
 
-What we layer on top:
-- an adaptive concurrency limit (limits.AdaptiveLimiter): an httpx response hook sees every 429,
-  even the ones the client retries by itself, halves the limit and pauses new starts for the
-  Retry-After; each success climbs the limit back by about one per window;
-- optional requests- and tokens-per-minute caps;
-- a few more rounds, with jittered exponential backoff, when a 429 outlasts the client's retries
-  (rate limits are the one error that waiting reliably cures);
+Around the calls:
+- the process's teacher runtime (runtime.py), shared by every batch, shard, stage and the
+  pre-flight of this process: the clients, the endpoint pool, the adaptive concurrency limit
+  (limits.AdaptiveLimiter; an httpx response hook sees every 429, halves the limit and pauses
+  new starts for the Retry-After; each success climbs it back by about one per window), the
+  machine-wide in-flight slots and --rpm/--tpm windows (slots.py, pace.py), the response mode;
 - the journal (journal.py): a response is fsynced before use, re-runs answer from it, and a
   per-request claim stops two processes paying for the same request;
 - structured answers (structured.py, negotiation.py): the response mode an (endpoint, model)
@@ -26,23 +28,20 @@ import random
 import re
 import time
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import httpx2
 import openai
-from openai import AsyncOpenAI, DefaultAsyncHttpxClient
-from openai.types.chat import ChatCompletion
+import orjson
 
 from skillsft.pipeline.teacher.base import TeacherRequest, TeacherResult
 from skillsft.pipeline.teacher.batch.conversation import Step, follow
 from skillsft.pipeline.teacher.failures import retryable_after, skip_reason
 from skillsft.pipeline.teacher.journal import Journal, JournalRecord, request_key
-from skillsft.pipeline.teacher.limits import AdaptiveLimiter, MinuteWindow
 from skillsft.pipeline.teacher.openai.chat_request import body_bytes, chat_body, chat_key
-from skillsft.pipeline.teacher.openai.endpoint_pool import EndpointPool
-from skillsft.pipeline.teacher.openai.endpoints import redact_url, scrub, split_query, url_digest
+from skillsft.pipeline.teacher.openai.endpoints import redact_url, scrub, url_digest
 from skillsft.pipeline.teacher.openai.negotiation import (
     PROBE_MAX_TOKENS,
     PROBE_PROMPT,
@@ -57,6 +56,8 @@ from skillsft.pipeline.teacher.openai.preflight import (
     status_problem,
     transport_problem,
 )
+from skillsft.pipeline.teacher.openai.ratelimit_headers import parse_retry_after
+from skillsft.pipeline.teacher.openai.runtime import TeacherRuntime, runtime_for
 from skillsft.pipeline.teacher.openai.structured import (
     RESPONSE_MODES,
     AnswerProblem,
@@ -70,8 +71,7 @@ from skillsft.pipeline.teacher.openai.structured import (
 )
 from skillsft.pipeline.teacher.pricing import PriceTable
 from skillsft.pipeline.teacher.progress import BatchTracker
-from skillsft.pipeline.teacher.settings import TeacherSettings
-from skillsft.pipeline.teacher.slots import machine_slots
+from skillsft.pipeline.teacher.settings import TeacherSettings, require_api_key
 from skillsft.pipeline.teacher.usage import read_usage, warn_missing_usage
 
 log = logging.getLogger("skillsft.teacher")
@@ -79,13 +79,10 @@ log = logging.getLogger("skillsft.teacher")
 # o1, o3, o3-mini, o4-mini, the gpt-5 family, and DeepSeek's reasoner (optionally behind a
 # "vendor/" prefix): they reject temperature and take max_completion_tokens.
 _REASONING_MODEL = re.compile(r"^(o\d+(-.*)?|gpt-5.*|deepseek-reasoner.*)$")
-# What each (endpoint, model) accepted last in this process: the first mode tried for its next
-# request (the work dir's response_modes.json carries it to other processes and runs).
-_ENDPOINT_MODES: dict[tuple[str, str], ResponseMode] = {}
 PROBE_PROMPT_VERSION = "probe/1"
 CHAT_COMPLETIONS_PATH = "/chat/completions"  # under the endpoint's base URL (…/v1)
 
-RATE_LIMIT_ROUNDS = 4  # extra rounds after the client's own retries gave up on a 429
+RATE_LIMIT_ROUNDS = 4  # extra rounds for a 429, beyond max_retries
 
 
 def failed_result(
@@ -110,44 +107,15 @@ def generation_parameters(model: str, settings: TeacherSettings) -> dict[str, An
     return {"temperature": settings.temperature, "max_tokens": settings.max_output_tokens}
 
 
-_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
-_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
-
-
-def parse_reset(text: str) -> float | None:
-    """An `x-ratelimit-reset-*` value in seconds: `1s`, `6m0s`, `20ms`, or a plain number."""
+def chat_completion_fields(body: bytes) -> dict[str, Any] | None:
+    """A chat completion's JSON as a dict, or None when the body is not one."""
     try:
-        return float(text)
-    except ValueError:
-        parts = _DURATION_PART.findall(text)
-        return sum(float(n) * _SECONDS[unit] for n, unit in parts) if parts else None
-
-
-def exhausted_budget_pause(headers: httpx2.Headers) -> float | None:
-    """How long to hold new starts when `x-ratelimit-remaining-requests` or `-tokens` (OpenAI,
-    vLLM gateways) says nothing is left: until the matching `x-ratelimit-reset-*`."""
-    pauses = []
-    for budget in ("requests", "tokens"):
-        remaining = headers.get(f"x-ratelimit-remaining-{budget}")
-        reset = headers.get(f"x-ratelimit-reset-{budget}")
-        try:
-            spent = remaining is not None and float(remaining) <= 0
-        except ValueError:
-            spent = False
-        if spent and reset and (seconds := parse_reset(reset)) is not None:
-            pauses.append(seconds)
-    return max(pauses) if pauses else None
-
-
-def parse_retry_after(headers: httpx2.Headers) -> float | None:
-    for name, divisor in (("retry-after-ms", 1000.0), ("retry-after", 1.0)):
-        value = headers.get(name)
-        if value is not None:
-            try:
-                return float(value) / divisor
-            except ValueError:
-                continue
-    return None
+        completion = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return None
+    if not isinstance(completion, dict) or not isinstance(completion.get("choices"), list):
+        return None
+    return completion
 
 
 class _CallFailed(Exception):
@@ -166,6 +134,15 @@ class _Refused(Exception):
         self.detail = detail
 
 
+@dataclass
+class _Paced:
+    """What one call took of the --rpm/--tpm windows: start times (None: no such cap)."""
+
+    request: float | None = None
+    tokens_at: float | None = None
+    tokens: int = 0
+
+
 class OpenAITeacher:
     name = "openai"
 
@@ -177,20 +154,14 @@ class OpenAITeacher:
         *,
         prices: PriceTable | None = None,
     ) -> None:
-        if settings.api_key is None:
-            raise ValueError(
-                "the openai teacher needs an API key: set OPENAI_API_KEY (or DEEPSEEK_API_KEY; "
-                "any non-empty value for a local server that ignores keys), or use "
-                "--teacher offline"
-            )
+        require_api_key(settings)
         self.settings = settings
         self.stage = stage
         self.model = settings.model_for(stage)
         self.endpoint = settings.endpoint()
         self.shown_endpoint = redact_url(self.endpoint)
-        self.journal = Journal(Path(journal_dir) / f"teacher_{stage}.jsonl")
-        self.modes = ModeStore(Path(journal_dir) / "response_modes.json")
-        self.slots = machine_slots(Path(journal_dir), settings.concurrency_ceiling())
+        self.journal_dir = Path(journal_dir)
+        self.journal = Journal(self.journal_dir / f"teacher_{stage}.jsonl")
         self.prices = prices or PriceTable.with_overrides(
             settings.price_file, settings.price_overrides
         )
@@ -198,10 +169,16 @@ class OpenAITeacher:
         self.peak_in_flight = 0  # of the last batch, for tests and benchmarks
         self.final_limit = 0.0  # the adaptive limit at the end of the last batch
 
+    @property
+    def runtime(self) -> TeacherRuntime:
+        """This process's runtime for the endpoints and model (runtime.py): looked up, not
+        kept, so a teacher carried into a forked worker uses the worker's own."""
+        return runtime_for(self.settings, self.model, self.journal_dir)
+
     def run_batch(
         self, requests: Sequence[TeacherRequest[Any]], *, stage: str
     ) -> tuple[list[TeacherResult[Any]], Any]:
-        return asyncio.run(self.arun_batch(requests, stage=stage))
+        return self.runtime.run(self.arun_batch(requests, stage=stage))
 
     def negotiate(self) -> ResponseMode:
         """The response mode requests will start in, probing now if it is not known yet (the
@@ -210,15 +187,15 @@ class OpenAITeacher:
 
         async def settle() -> ResponseMode:
             tracker = BatchTracker("check", self.model, 0, prices=self.prices, show_progress=False)
-            async with _BatchRun(self, tracker, probe_problems_raise=True) as run:
-                return await run.current_mode()
+            return await _BatchRun(self, tracker, probe_problems_raise=True).current_mode()
 
-        return asyncio.run(settle())
+        return self.runtime.run(settle())
 
     async def arun_batch(
         self, requests: Sequence[TeacherRequest[Any]], *, stage: str
     ) -> tuple[list[TeacherResult[Any]], Any]:
-        """Answer a batch; results come back in request order, one per request."""
+        """Answer a batch; results come back in request order, one per request. Runs on the
+        runtime's event loop (`run_batch`)."""
         tracker = BatchTracker(
             stage,
             self.model,
@@ -227,6 +204,8 @@ class OpenAITeacher:
             show_progress=self.settings.show_progress,
         )
         run = _BatchRun(self, tracker)
+        limiter = run.runtime.limiter
+        limiter.peak = limiter.in_flight
         self.journal.refresh()
         # Identical rendered requests are asked once and share the answer.
         positions: dict[str, list[int]] = {}
@@ -242,12 +221,11 @@ class OpenAITeacher:
                 tracker.finished(results[index])  # type: ignore[arg-type]
 
         try:
-            async with run:
-                await asyncio.gather(*(answer_group(k, ix) for k, ix in positions.items()))
+            await asyncio.gather(*(answer_group(k, ix) for k, ix in positions.items()))
         finally:
             stats = tracker.close()
-            self.peak_in_flight = run.limiter.peak
-            self.final_limit = run.limiter.limit
+            self.peak_in_flight = limiter.peak
+            self.final_limit = limiter.limit
         return [result for result in results if result is not None], stats
 
     def key_for(self, messages: Messages, request: TeacherRequest[Any]) -> str:
@@ -255,7 +233,7 @@ class OpenAITeacher:
 
 
 class _BatchRun:
-    """The per-batch machinery: one client, one limiter, one event loop."""
+    """One batch: its tracker, over the process's runtime (clients, limits, pool, mode)."""
 
     def __init__(
         self, teacher: OpenAITeacher, tracker: BatchTracker, *, probe_problems_raise: bool = False
@@ -264,46 +242,9 @@ class _BatchRun:
         self.probe_problems_raise = probe_problems_raise
         self.settings = teacher.settings
         self.tracker = tracker
-        self.limiter = AdaptiveLimiter(
-            self.settings.concurrency_ceiling(), start=self.settings.concurrency
-        )
-        self.mode: ResponseMode | None = None  # settled by `current_mode`
-        self._mode_lock = asyncio.Lock()
-        self.rpm = MinuteWindow(self.settings.rpm) if self.settings.rpm else None
-        self.tpm = MinuteWindow(self.settings.tpm) if self.settings.tpm else None
-        self.pool = EndpointPool(teacher.endpoint, self._client_for)
-
-    def _client_for(self, url: str) -> AsyncOpenAI:
-        http_client = DefaultAsyncHttpxClient(
-            event_hooks={"response": [self._watch_rate_limits]},
-            limits=httpx2.Limits(
-                max_connections=self.settings.concurrency_ceiling() * 2,
-                max_keepalive_connections=self.settings.concurrency_ceiling() * 2,
-            ),
-        )
-        assert self.settings.api_key is not None
-        base_url, query = split_query(url)
-        return AsyncOpenAI(
-            api_key=self.settings.api_key.get_secret_value(),
-            base_url=base_url,
-            default_query=query or None,
-            timeout=self.settings.timeout,
-            max_retries=0,  # retried in _create, outside the concurrency slot
-            http_client=http_client,
-        )
-
-    async def __aenter__(self) -> "_BatchRun":
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        for client in self.pool.clients():
-            await client.close()
-
-    async def _watch_rate_limits(self, response: httpx2.Response) -> None:
-        if response.status_code == 429:
-            self.limiter.on_rate_limited(parse_retry_after(response.headers))
-        elif (pause := exhausted_budget_pause(response.headers)) is not None:
-            self.limiter.pause_for(pause)  # the server says its budget is spent until a reset
+        self.runtime = teacher.runtime
+        self.limiter = self.runtime.limiter
+        self.pool = self.runtime.pool
 
     # One request, start to finish ------------------------------------------------------------
 
@@ -409,36 +350,32 @@ class _BatchRun:
 
     # The response mode ---------------------------------------------------------------------
 
-    def _cache_key(self) -> tuple[str, str]:
-        return (self.teacher.endpoint, self.teacher.model)
-
     def _learn(self, mode: ResponseMode) -> None:
         """Step down to `mode` (never up: a refusal seen is not forgotten within a run) and keep
         it for other processes and later runs."""
-        if self.mode is not None and RESPONSE_MODES.index(mode) <= RESPONSE_MODES.index(self.mode):
+        known = self.runtime.mode
+        if known is not None and RESPONSE_MODES.index(mode) <= RESPONSE_MODES.index(known):
             return
-        self.mode = mode
-        _ENDPOINT_MODES[self._cache_key()] = mode
-        self.teacher.modes.put(self.teacher.endpoint, self.teacher.model, mode)
+        self.runtime.mode = mode
+        self.runtime.modes.put(self.teacher.endpoint, self.teacher.model, mode)
 
     async def current_mode(self) -> ResponseMode:
-        """The mode requests start in: forced, else known (this process, then the work dir),
-        else probed now, once, before the first paid request."""
+        """The mode requests start in: forced, else known (this process's runtime, then the
+        work dir, where other processes and earlier runs left it), else probed now, once,
+        before the first paid request."""
         if self.settings.response_format != "auto":
             return self.settings.response_format  # type: ignore[return-value]
-        if self.mode is not None:
-            return self.mode
-        async with self._mode_lock:
-            if self.mode is None:
-                known = _ENDPOINT_MODES.get(self._cache_key()) or self.teacher.modes.get(
-                    self.teacher.endpoint, self.teacher.model
-                )
+        if self.runtime.mode is not None:
+            return self.runtime.mode
+        async with self.runtime.mode_lock:
+            if self.runtime.mode is None:
+                known = self.runtime.modes.get(self.teacher.endpoint, self.teacher.model)
                 if known in RESPONSE_MODES:
-                    self.mode = known
+                    self.runtime.mode = known
                 else:
                     await self._probe_once()
-        assert self.mode is not None
-        return self.mode
+        assert self.runtime.mode is not None
+        return self.runtime.mode
 
     async def _probe_once(self) -> None:
         """Probe unless another process (holding the same claim) just did."""
@@ -446,13 +383,13 @@ class _BatchRun:
         store_key = ModeStore.key(teacher.endpoint, teacher.model)
         claim = await teacher.journal.claim("probe-" + url_digest(store_key))
         try:
-            known = teacher.modes.get(teacher.endpoint, teacher.model)
+            known = self.runtime.modes.get(teacher.endpoint, teacher.model)
             if known in RESPONSE_MODES:
-                self.mode = known
+                self.runtime.mode = known
                 return
             probed = await self._probe()
             if probed is None:
-                self.mode = RESPONSE_MODES[0]  # unknown: refusals will teach us
+                self.runtime.mode = RESPONSE_MODES[0]  # unknown: refusals will teach us
             else:
                 self._learn(probed)
         finally:
@@ -460,27 +397,32 @@ class _BatchRun:
 
     async def _probe_call(
         self, probe: TeacherRequest[Any], key: str, parameters: dict[str, Any],
-        extra: dict[str, Any], mode: ResponseMode,
+        format_parameter: dict[str, Any] | None, mode: ResponseMode,
     ) -> JournalRecord:
         """One probe request. Transient failures (429, 5xx, a dropped connection) are retried
         here, briefly, and never a refusal: llama-cpp-python refuses with a 500, and the
         client's own backoff would spend seconds on each."""
         timeout = httpx2.Timeout(min(self.settings.timeout, 60.0), connect=CONNECT_DEADLINE_S)
+        probe_body: dict[str, Any] = {"model": self.teacher.model,
+                                      "messages": list(probe.messages), **parameters}
+        if format_parameter is not None:
+            probe_body["response_format"] = format_parameter
         attempt = 0
         while True:
+            paced = await self._pace(probe.messages, int(parameters.get(
+                "max_tokens", parameters.get("max_completion_tokens", 0))))
+            answered: tuple[JournalRecord, bool] | None = None
             started = time.monotonic()
             wait: float | None = None
             with self.pool.use() as endpoint:
                 client = endpoint.client.with_options(max_retries=0, timeout=timeout)
                 try:
-                    completion = await client.chat.completions.create(
-                        model=self.teacher.model, messages=list(probe.messages),  # type: ignore[arg-type]
-                        **parameters, **extra,
-                    )
+                    answer = await client.post(CHAT_COMPLETIONS_PATH, cast_to=httpx2.Response,
+                                               content=body_bytes(probe_body))
                     self.pool.succeeded(endpoint)
-                    return await self._journal_response(
-                        probe, key, completion, time.monotonic() - started, mode
-                    )
+                    answered = await self._journal_response(
+                        probe, key, answer.content, time.monotonic() - started, mode)
+                    return answered[0]
                 except openai.APIStatusError as exc:
                     transient = (exc.status_code == 429 and exc.code != "insufficient_quota") or (
                         exc.status_code >= 500)
@@ -496,6 +438,8 @@ class _BatchRun:
                     self.pool.failed(endpoint, str(exc))
                     if attempt >= self.settings.max_retries:
                         raise
+                finally:
+                    self._paced(paced, answered)
             await asyncio.sleep(wait if wait is not None else min(4.0, 0.25 * 2**attempt))
             attempt += 1
 
@@ -520,10 +464,8 @@ class _BatchRun:
                 request_id=f"probe:{mode}", kind="probe", messages=tuple(messages),
                 answer_model=ProbeAnswer, prompt_version=PROBE_PROMPT_VERSION,
             )
-            extra = {"extra_body": {"response_format": format_parameter}} if format_parameter \
-                else {}
             try:
-                record = await self._probe_call(probe, key, parameters, extra, mode)
+                record = await self._probe_call(probe, key, parameters, format_parameter, mode)
             except openai.APIStatusError as exc:
                 if is_format_refusal(exc):
                     await self._failed(probe, key, "format_refused", str(exc))
@@ -564,22 +506,29 @@ class _BatchRun:
         return RESPONSE_MODES[-1]
 
     async def _journal_response(
-        self, request: TeacherRequest[Any], key: str, completion: Any, latency: float,
+        self, request: TeacherRequest[Any], key: str, body: bytes, latency: float,
         mode: ResponseMode,
-    ) -> JournalRecord:
-        """Journal the raw response (fsynced) before anyone uses it. Called while the request
-        still holds its concurrency slot, so at any instant at most `concurrency` paid answers
-        are not yet on disk: that is all a kill -9 can make us pay twice."""
+    ) -> tuple[JournalRecord, bool]:
+        """Journal the raw response (fsynced) before anyone uses it; the record, and whether
+        the answer said what it used. Called while the request still holds its concurrency
+        slot, so at any instant at most `concurrency` paid answers are not yet on disk: that is
+        all a kill -9 can make us pay twice.
+
+        The body is read as JSON here, not through the SDK's response models: the fields we
+        keep are few, and building the models cost about a fifth of a request's CPU."""
         teacher = self.teacher
-        if not hasattr(completion, "choices"):  # e.g. a proxy's HTML page with status 200
+        completion = chat_completion_fields(body)
+        if completion is None:  # e.g. a proxy's HTML page with status 200
             raise _CallFailed(
                 "bad_response",
-                f"the endpoint answered a {type(completion).__name__}, not a chat completion: "
-                f"{str(completion)[:200]!r}; is the base URL an OpenAI-compatible /v1 endpoint?",
+                f"the endpoint answered {body[:200]!r}, not a chat completion; is the base URL "
+                "an OpenAI-compatible /v1 endpoint?",
             )
-        choice = completion.choices[0] if completion.choices else None
-        raw_text = choice.message.content if choice else None
-        usage = read_usage(completion.usage, "".join(
+        choices = completion.get("choices") or [{}]
+        choice = choices[0] if isinstance(choices[0], dict) else {}
+        message = choice.get("message") or {}
+        raw_text = message.get("content") if isinstance(message, dict) else None
+        usage = read_usage(completion.get("usage"), "".join(
             str(m.get("content", "")) for m in request.messages), raw_text)
         if usage.estimated:
             warn_missing_usage(teacher.shown_endpoint, teacher.model)
@@ -588,9 +537,9 @@ class _BatchRun:
             kind="response",
             stage=teacher.stage,
             request_id=request.request_id,
-            model=completion.model or teacher.model,
+            model=completion.get("model") or teacher.model,
             raw_text=raw_text,
-            finish_reason=choice.finish_reason if choice else None,
+            finish_reason=choice.get("finish_reason"),
             prompt_tokens=usage.prompt_tokens,
             completion_tokens=usage.completion_tokens,
             cached_prompt_tokens=usage.cached_prompt_tokens,
@@ -600,7 +549,7 @@ class _BatchRun:
             response_mode=mode,
         )
         await teacher.journal.append_async(record)
-        return record
+        return record, not usage.estimated
 
     async def _create(
         self, request: TeacherRequest[Any], messages: Messages, floor: int, key: str
@@ -612,21 +561,21 @@ class _BatchRun:
         """
         give_up_at = time.monotonic() + self.settings.deadline()
         retries = rate_limited = 0
+        runtime = self.runtime
         while True:
-            if self.rpm is not None:
-                await self.rpm.take(1)
-            if self.tpm is not None:
-                estimate = sum(len(m.get("content", "")) for m in messages) // 4
-                await self.tpm.take(estimate + self.settings.max_output_tokens)
             wait: float | None = None
             # The process's own limit first, then one of the machine's slots (slots.py), so the
-            # limit holds across every worker process of this machine.
-            async with self.limiter.slot(), self.teacher.slots.slot():
+            # limit holds across every worker process of this machine; then the pace, last, so
+            # a call counted as started is sent at once (counted earlier, calls held up by the
+            # slots would reach the server bunched, more than the cap within one window).
+            async with self.limiter.slot(), runtime.slots.slot():
+                paced = await self._pace(messages, self.settings.max_output_tokens)
+                answered: tuple[JournalRecord, bool] | None = None
                 current = await self.current_mode()
                 mode = RESPONSE_MODES[max(floor, RESPONSE_MODES.index(current))]
                 # Our own bytes (chat_request.py), the same a batch line of this request
-                # carries; sent as raw content, the client neither walks the schema for type
-                # coercion (~8 % of a saturated batch's CPU, bench/teacher.py) nor reorders it.
+                # carries; posted raw through the client (its retries off, its errors and auth
+                # kept), so it neither walks the schema for type coercion nor reorders it.
                 body = body_bytes(chat_body(self.teacher.model, messages, self.teacher.parameters,
                                             mode, request.answer_model))
                 started = time.monotonic()
@@ -638,11 +587,13 @@ class _BatchRun:
                 endpoint.in_flight += 1
                 endpoint.sent += 1
                 try:
-                    completion = await client.post(
-                        CHAT_COMPLETIONS_PATH, cast_to=ChatCompletion, content=body)
+                    answer = await client.post(CHAT_COMPLETIONS_PATH, cast_to=httpx2.Response,
+                                               content=body)
                     self.pool.succeeded(endpoint)
                     latency = time.monotonic() - started
-                    return await self._journal_response(request, key, completion, latency, mode)
+                    answered = await self._journal_response(
+                        request, key, answer.content, latency, mode)
+                    return answered[0]
                 except openai.RateLimitError as exc:
                     if exc.code == "insufficient_quota":  # no amount of waiting will help
                         raise _CallFailed("quota_exhausted", str(exc)) from exc
@@ -675,6 +626,7 @@ class _BatchRun:
                 finally:
                     endpoint.in_flight -= 1
                     self.tracker.call_ended(request.request_id)
+                    self._paced(paced, answered)
             # Retried here, not inside the client, so the slot is free while we wait: a halved
             # limit then really holds back the pool.
             if retries > self.settings.max_retries:
@@ -688,6 +640,41 @@ class _BatchRun:
                 raise _CallFailed(failure.kind, f"{failure.detail} (gave up at the "
                                   f"{self.settings.deadline():.0f}s request deadline)")
             await asyncio.sleep(backoff)
+
+    async def _pace(self, messages: Messages, max_output: int) -> "_Paced":
+        """Wait for --rpm and --tpm (machine-wide, pace.py) to let one more call start. Every
+        HTTP call counts, the retries and the probes included; `_paced` ends the count."""
+        runtime = self.runtime
+        paced = _Paced()
+        if runtime.rpm is not None:
+            paced.request = await runtime.rpm.take(1)
+        if runtime.tpm is not None:
+            amount = sum(len(m.get("content", "")) for m in messages) // 4 + max_output
+            paced.tokens = min(amount, runtime.tpm.cap)
+            paced.tokens_at = await runtime.tpm.take(amount)
+        return paced
+
+    def _paced(self, paced: "_Paced", answered: tuple[JournalRecord, bool] | None) -> None:
+        """The call has ended: the windows count it until a window from now, the token window
+        at the usage the answer reported. An answer without usage keeps its reservation (said
+        once per process: the cap then counts such a call at its estimate plus
+        --max-output-tokens)."""
+        runtime = self.runtime
+        if runtime.rpm is not None and paced.request is not None:
+            runtime.rpm.finish(paced.request, 1)
+        if runtime.tpm is None or paced.tokens_at is None:
+            return
+        used = None
+        if answered is not None:
+            record, has_usage = answered
+            if has_usage:
+                used = record.prompt_tokens + record.completion_tokens
+            elif not runtime.usage_missing_told:
+                runtime.usage_missing_told = True
+                log.warning("%s sends no token usage with its answers; --tpm counts each "
+                            "request at its estimate plus --max-output-tokens",
+                            self.teacher.shown_endpoint)
+        runtime.tpm.finish(paced.tokens_at, paced.tokens, used)
 
     async def _failed(
         self, request: TeacherRequest[Any], key: str, kind: str, detail: str
