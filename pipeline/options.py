@@ -36,6 +36,10 @@ class Opt:
     # The flag's own spelling when it is not the name's: a repeatable flag named in the
     # singular (`--source-range`), an opt-out switch of a True default (`--actions-only-history`).
     flag: str = ""
+    # An option added after work dirs existed: while it holds its default it is left out of
+    # the fingerprint and the task id, so those of existing work dirs stay what they were (a
+    # re-run recomputes nothing); any other value counts like every shaping field's.
+    omit_at_default: bool = False
 
 
 @dataclass(frozen=True)
@@ -149,10 +153,28 @@ def as_text(value: Any) -> str:
     return str(value)
 
 
+def _omitted(obj: Any, d: Declared) -> bool:
+    return d.opt.omit_at_default and _get(obj, d.path) == d.default
+
+
 def shaping_values(obj: Any) -> dict[str, str]:
     """The shaping fields of an options object, by option name, for a fingerprint."""
     return {d.name: as_text(_get(obj, d.path)) for d in declared(type(obj))
-            if d.shaping and _active(obj, d.path)}
+            if d.shaping and _active(obj, d.path) and not _omitted(obj, d)}
+
+
+def identity_jsonable(obj: Any) -> Any:
+    """`to_jsonable(obj)` without the `omit_at_default` fields that hold their default: the
+    form an options object takes in a task id (read back, they take the default again)."""
+    data = to_jsonable(obj)
+    for d in declared(type(obj)):
+        if _omitted(obj, d):
+            holder = data
+            for part in d.path[:-1]:
+                holder = holder.get(part) if isinstance(holder, dict) else None
+            if isinstance(holder, dict):
+                holder.pop(d.path[-1], None)
+    return data
 
 
 def declared_values(obj: Any) -> dict[str, Any]:

@@ -13,7 +13,7 @@ from typing import Any
 import luigi
 from luigi.task_register import Register
 
-from skillsft.pipeline.options import from_jsonable, from_values, to_jsonable
+from skillsft.pipeline.options import from_jsonable, from_values, identity_jsonable
 
 
 def _dumps(data: Any) -> str:
@@ -41,7 +41,7 @@ class OptionsParameter(luigi.Parameter):
         return from_jsonable(self.options_cls, json.loads(x)) if x else self.options_cls()
 
     def serialize(self, x: Any) -> str:
-        return _dumps(to_jsonable(x))
+        return _dumps(identity_jsonable(x))
 
     def normalize(self, x: Any) -> Any:
         if isinstance(x, str):
