@@ -13,6 +13,7 @@ This module knows neither argparse nor Luigi: `Opt.kind` names a value check the
 """
 
 import dataclasses
+import functools
 import json
 import types
 import typing
@@ -108,9 +109,16 @@ def is_options_class(tp: Any) -> bool:
     return isinstance(tp, type) and (dataclasses.is_dataclass(tp) or issubclass(tp, BaseModel))
 
 
-def declared(cls: type, _path: tuple[str, ...] = (), _only: tuple[str, ...] | None = None
-             ) -> list[Declared]:
+def declared(cls: type) -> list[Declared]:
     """Every user-settable field of an options class, nested classes walked into."""
+    return list(_declared(cls, (), None))
+
+
+# A class's fields do not change while the process runs, and Luigi serialises an options
+# object (for task ids, reprs, the scheduler) thousands of times per build: walk each once.
+@functools.cache
+def _declared(cls: type, _path: tuple[str, ...], _only: tuple[str, ...] | None
+              ) -> tuple[Declared, ...]:
     hints = _annotations(cls)
     found: list[Declared] = []
     for name, default in _fields(cls):
@@ -123,8 +131,8 @@ def declared(cls: type, _path: tuple[str, ...] = (), _only: tuple[str, ...] | No
             found.append(Declared((*_path, name), opt, inner, default, opt.shaping and own, own))
         elif is_options_class(inner):
             narrowed = nested.only if nested and nested.only else _only
-            found.extend(declared(inner, (*_path, name), narrowed))
-    return found
+            found.extend(_declared(inner, (*_path, name), narrowed))
+    return tuple(found)
 
 
 def _get(obj: Any, path: tuple[str, ...]) -> Any:

@@ -12,8 +12,6 @@ from pathlib import Path
 
 import luigi
 
-from skillsft.pipeline.teacher.openai.endpoint_pool import check_endpoints
-from skillsft.pipeline.teacher.openai.teacher import OpenAITeacher
 from skillsft.pipeline.workdir import WorkDir
 from skillsft.tasks.teacher import TEACHER_STAGES, TeacherPlan
 
@@ -33,6 +31,10 @@ def check_teacher(tasks: Iterable[luigi.Task]) -> list[str]:
         if stage not in CHECKED_STAGES or not live:
             continue
         teacher_stage, _ = TEACHER_STAGES[stage]
+        # Imported only when a live stage is about to run: it brings the openai client.
+        from skillsft.pipeline.teacher.openai.endpoint_pool import check_endpoints
+        from skillsft.pipeline.teacher.openai.teacher import OpenAITeacher
+
         # The live teacher, whatever layers (--batch, --max-cost) the stage adds around it:
         # they all talk to this endpoint and model.
         teacher = OpenAITeacher(plan.settings_for(stage), WorkDir(Path(task.work_dir)).journal,
@@ -55,8 +57,10 @@ def check_teacher(tasks: Iterable[luigi.Task]) -> list[str]:
 def check_publishing(tasks: Iterable[luigi.Task]) -> list[str]:
     """The Hub token and write access of a publish that is about to run (`--repo-id`), checked
     before any teacher stage pays; one line, or a ConfigError with a one-line message."""
-    from skillsft.pipeline.hub_access import check_hub_access
-
     repos = {task.hub.repo_id for task in tasks if getattr(task, "stage", "") == "publish"
              and task.hub.repo_id}
+    if not repos:
+        return []
+    from skillsft.pipeline.hub_access import check_hub_access  # huggingface_hub: 0.4 s
+
     return [check_hub_access(repo_id) for repo_id in sorted(repos)]

@@ -11,21 +11,22 @@ and finds a credential-bearing URL again by its digest (endpoints.hand_over).
 import os
 from collections.abc import Mapping, MutableMapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
 from skillsft.pipeline.teacher.base import BatchStats, Teacher
-from skillsft.pipeline.teacher.batch.ledger import has_open_batches
-from skillsft.pipeline.teacher.batch.teacher import BatchOptions, BatchTeacher
-from skillsft.pipeline.teacher.budget import BudgetedTeacher, SpendFile
-from skillsft.pipeline.teacher.estimate import EstimatingTeacher
-from skillsft.pipeline.teacher.factory import make_teacher
 from skillsft.pipeline.teacher.openai.endpoints import full_base_url, hand_over, redact_url
-from skillsft.pipeline.teacher.openai.teacher import OpenAITeacher
 from skillsft.pipeline.teacher.settings import FIELD_VARIABLES, TeacherSettings
 from skillsft.pipeline.workdir import WorkDir
 from skillsft.tasks.options_param import OptionsParameter
+
+# The teachers themselves (the openai client and its type tree, ~1 s to import) are imported
+# by `build_teacher`, in the process that runs a teacher stage: building the graph, a re-run
+# with nothing to do and `--help` never load them.
+if TYPE_CHECKING:
+    from skillsft.pipeline.teacher.batch.teacher import BatchOptions
+    from skillsft.pipeline.teacher.openai.teacher import OpenAITeacher
 
 CHUNK_WINDOWS = 4  # with --max-cost, a live stage checks the spend every 4 x concurrency calls
 # The stages the command was told to --force, handed to the workers (they retry every earlier
@@ -122,6 +123,12 @@ class TeacherParameter(OptionsParameter):
 
 
 def build_teacher(plan: TeacherPlan, stage: str, work_dir: Path) -> Teacher:
+    from skillsft.pipeline.teacher.batch.teacher import BatchOptions, BatchTeacher
+    from skillsft.pipeline.teacher.budget import BudgetedTeacher, SpendFile
+    from skillsft.pipeline.teacher.estimate import EstimatingTeacher
+    from skillsft.pipeline.teacher.factory import make_teacher
+    from skillsft.pipeline.teacher.openai.teacher import OpenAITeacher
+
     teacher_stage, _ = TEACHER_STAGES[stage]
     settings = plan.settings_for(stage)
     if plan.estimate_for and settings.teacher == "openai":
@@ -145,7 +152,7 @@ def build_teacher(plan: TeacherPlan, stage: str, work_dir: Path) -> Teacher:
 # that a worker runs one after another reuse one teacher, so its journal index is built once
 # and only the lines appended since are read (Luigi runs a task in the worker's own process
 # when it has one worker; with several, each task has a process of its own).
-_LIVE_TEACHERS: dict[tuple[str, str, str], OpenAITeacher] = {}
+_LIVE_TEACHERS: dict[tuple[str, str, str], "OpenAITeacher"] = {}
 
 
 def live_key(settings: TeacherSettings, journal_dir: Path, stage: str) -> tuple[str, str, str]:
@@ -153,9 +160,11 @@ def live_key(settings: TeacherSettings, journal_dir: Path, stage: str) -> tuple[
 
 
 def reused_teacher(settings: TeacherSettings, journal_dir: Path, stage: str,
-                   batch: BatchOptions | None) -> Teacher | None:
+                   batch: "BatchOptions | None") -> Teacher | None:
     """This process's live teacher for the same settings, journal and stage, unless the stage
     goes through the Batch API (asked now, or batches of an earlier run still open)."""
+    from skillsft.pipeline.teacher.batch.ledger import has_open_batches
+
     if batch is not None or has_open_batches(journal_dir, stage):
         return None
     return _LIVE_TEACHERS.get(live_key(settings, journal_dir, stage))
