@@ -12,9 +12,10 @@ ratio to two baselines measured in the same run, `python -c pass` (the interpret
 - A Search run of `--questions` question files (examples/rollouts/search replicated, each copy's
   question made unique) against the test server in its own process (`python -m
   skillsft.testing --stages --latency L`), concurrency 16 pinned. Split into: start-up (process
-  start to the pre-flight line), the stages' own time from their manifests (parse, memories,
-  aggregate, distill, flatten), and the rest, which is the pre-flight, Luigi's scheduling
-  between stages and the closing stages (skill document, report, summary).
+  start to the line naming the teacher), the pre-flight (to the pre-flight line: importing the
+  openai client, the endpoint probes), the stages' own time from their manifests (parse,
+  memories, aggregate, distill, flatten), and the rest: Luigi's scheduling between stages, the
+  closing stages (skill document, report), the summary and the process's exit.
 - A re-run with nothing to do on a finished ALFWorld work dir of `--rerun-envs` x 3
   trajectories (made once with the offline teacher, which takes a while at 700 envs).
 """
@@ -79,7 +80,8 @@ def start_server(latency: float) -> tuple[subprocess.Popen, str]:
 
 
 def search_run(rollouts: Path, work: Path, base_url: str) -> dict[str, float]:
-    """One run; seconds to the pre-flight line, in each closed stage, and in all."""
+    """One run; seconds to the teacher line, to the pre-flight line, in each closed stage, and
+    in all."""
     command = [PY, "-m", "skillsft", "run", "search", "--teacher", "openai", "--base-url",
                base_url, "--rollout-dir", str(rollouts), "--work-dir", str(work),
                "--concurrency", "16", "--max-concurrency", "16"]
@@ -87,23 +89,28 @@ def search_run(rollouts: Path, work: Path, base_url: str) -> dict[str, float]:
     started = time.perf_counter()
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                text=True, env=env, cwd=REPO)
-    preflight = None
+    teacher_line = preflight = None
     lines = []
     for line in process.stdout or []:
         lines.append(line)
+        if teacher_line is None and "teacher for this run" in line:
+            teacher_line = time.perf_counter() - started
         if preflight is None and "pre-flight" in line:
             preflight = time.perf_counter() - started
     process.wait()
     wall = time.perf_counter() - started
     if process.returncode != 0:
         sys.exit("search run failed:\n" + "".join(lines[-40:]))
-    figures = {"wall": wall, "start-up": preflight if preflight is not None else float("nan")}
+    if teacher_line is None or preflight is None:
+        sys.exit("search run: no teacher or pre-flight line:\n" + "".join(lines[:20]))
+    figures = {"wall": wall, "start-up": teacher_line, "pre-flight": preflight - teacher_line}
     for path in (work / ".skillsft").glob("*.manifest.json"):
         manifest = orjson.loads(path.read_bytes())
         if manifest.get("stage") in CLOSED_STAGES:
             figures[manifest["stage"]] = manifest["wall_seconds"]
-    figures["the rest"] = wall - figures["start-up"] - sum(
-        figures.get(stage, 0.0) for stage in CLOSED_STAGES)
+    figures["the rest"] = wall - preflight - sum(figures.get(stage, 0.0)
+                                                 for stage in CLOSED_STAGES)
+    figures["pre-flight + the rest"] = figures["pre-flight"] + figures["the rest"]
     return figures
 
 
@@ -164,12 +171,12 @@ def main() -> None:
                     server.wait(timeout=10)
             print(f"search run, {args.questions} question files, {args.latency * 1000:.0f} ms "
                   "latency, concurrency 16 (medians of 3):")
-            for key in ["wall", "start-up", *CLOSED_STAGES, "the rest"]:
+            for key in ["wall", "start-up", "pre-flight", *CLOSED_STAGES, "the rest",
+                        "pre-flight + the rest"]:
                 values = [run[key] for run in runs if key in run]
                 if values:
                     print(row(key, statistics.median(values), base))
-            print("  (the rest = pre-flight + Luigi's scheduling + skill document, report, "
-                  "summary)")
+            print("  (the rest = Luigi's scheduling, skill document, report, summary, exit)")
             rerun = [PY, "-m", "skillsft", "run", "search", "--teacher", "offline",
                      "--rollout-dir", str(rollouts), "--work-dir", str(scratch / "search-off")]
             subprocess.run(rerun, check=True, stdout=subprocess.DEVNULL,

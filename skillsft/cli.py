@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import fcntl
+import gc
 import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
@@ -401,8 +402,24 @@ def work_dir_lock(work_dir: Path, *, shared: bool = False) -> Iterator[None]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """The `skillsft` command (`argv` None: the process's own arguments, and the process ends
+    when this returns)."""
+    as_program = argv is None
     argv = sys.argv[1:] if argv is None else list(argv)
     args = build_parser(command_named(argv)).parse_args(argv)
+    try:
+        return run_command(args)
+    finally:
+        if as_program:
+            # The interpreter's last collections over the heap a run leaves (the openai type
+            # tree, pydantic schemas, Luigi's tasks) took 1-2 s after the summary; every
+            # output is written, fsynced and closed by now, so they are skipped.
+            gc.freeze()
+
+
+def run_command(args: argparse.Namespace) -> int:
+    """Dispatch a parsed command line; errors a user can fix become one line and an exit
+    status (tracebacks only with --verbose)."""
     from skillsft.pipeline.errors import SkillsftError
     from skillsft.settings import UsageError
     from skillsft.tasks.failures import CONFIGURATION_ERRORS
