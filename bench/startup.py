@@ -21,6 +21,7 @@ ratio to two baselines measured in the same run, `python -c pass` (the interpret
 """
 
 import argparse
+import importlib.util
 import os
 import re
 import shutil
@@ -30,6 +31,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from types import ModuleType
 
 import orjson
 
@@ -114,12 +116,18 @@ def search_run(rollouts: Path, work: Path, base_url: str) -> dict[str, float]:
     return figures
 
 
-def finished_alfworld(scratch: Path, envs: int) -> list[str]:
-    sys.path.insert(0, str(REPO / "bench"))
-    from end_to_end import build_corpus
+def end_to_end_bench() -> ModuleType:
+    """bench/end_to_end.py, loaded from its file (bench/ is not a package): its corpus builder."""
+    spec = importlib.util.spec_from_file_location("end_to_end", REPO / "bench" / "end_to_end.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
+
+def finished_alfworld(scratch: Path, envs: int) -> list[str]:
     rollouts, work = scratch / "alfworld", scratch / "alfworld-work"
-    trajectories = build_corpus(rollouts, envs)
+    trajectories = end_to_end_bench().build_corpus(rollouts, envs)
     command = [PY, "-m", "skillsft", "run", "alfworld", "--teacher", "offline",
                "--rollout-dir", str(rollouts), "--work-dir", str(work),
                "--n-success-envs", "1000000", "--n-fail-envs", "1000000"]
