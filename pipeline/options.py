@@ -13,6 +13,7 @@ This module knows neither argparse nor Luigi: `Opt.kind` names a value check the
 """
 
 import dataclasses
+import functools
 import json
 import types
 import typing
@@ -36,6 +37,10 @@ class Opt:
     # The flag's own spelling when it is not the name's: a repeatable flag named in the
     # singular (`--source-range`), an opt-out switch of a True default (`--actions-only-history`).
     flag: str = ""
+    # An option added after work dirs existed: while it holds its default it is left out of
+    # the fingerprint and the task id, so those of existing work dirs stay what they were (a
+    # re-run recomputes nothing); any other value counts like every shaping field's.
+    omit_at_default: bool = False
 
 
 @dataclass(frozen=True)
@@ -104,9 +109,16 @@ def is_options_class(tp: Any) -> bool:
     return isinstance(tp, type) and (dataclasses.is_dataclass(tp) or issubclass(tp, BaseModel))
 
 
-def declared(cls: type, _path: tuple[str, ...] = (), _only: tuple[str, ...] | None = None
-             ) -> list[Declared]:
+def declared(cls: type) -> list[Declared]:
     """Every user-settable field of an options class, nested classes walked into."""
+    return list(_declared(cls, (), None))
+
+
+# A class's fields do not change while the process runs, and Luigi serialises an options
+# object (for task ids, reprs, the scheduler) thousands of times per build: walk each once.
+@functools.cache
+def _declared(cls: type, _path: tuple[str, ...], _only: tuple[str, ...] | None
+              ) -> tuple[Declared, ...]:
     hints = _annotations(cls)
     found: list[Declared] = []
     for name, default in _fields(cls):
@@ -119,8 +131,8 @@ def declared(cls: type, _path: tuple[str, ...] = (), _only: tuple[str, ...] | No
             found.append(Declared((*_path, name), opt, inner, default, opt.shaping and own, own))
         elif is_options_class(inner):
             narrowed = nested.only if nested and nested.only else _only
-            found.extend(declared(inner, (*_path, name), narrowed))
-    return found
+            found.extend(_declared(inner, (*_path, name), narrowed))
+    return tuple(found)
 
 
 def _get(obj: Any, path: tuple[str, ...]) -> Any:
@@ -149,10 +161,28 @@ def as_text(value: Any) -> str:
     return str(value)
 
 
+def _omitted(obj: Any, d: Declared) -> bool:
+    return d.opt.omit_at_default and _get(obj, d.path) == d.default
+
+
 def shaping_values(obj: Any) -> dict[str, str]:
     """The shaping fields of an options object, by option name, for a fingerprint."""
     return {d.name: as_text(_get(obj, d.path)) for d in declared(type(obj))
-            if d.shaping and _active(obj, d.path)}
+            if d.shaping and _active(obj, d.path) and not _omitted(obj, d)}
+
+
+def identity_jsonable(obj: Any) -> Any:
+    """`to_jsonable(obj)` without the `omit_at_default` fields that hold their default: the
+    form an options object takes in a task id (read back, they take the default again)."""
+    data = to_jsonable(obj)
+    for d in declared(type(obj)):
+        if _omitted(obj, d):
+            holder = data
+            for part in d.path[:-1]:
+                holder = holder.get(part) if isinstance(holder, dict) else None
+            if isinstance(holder, dict):
+                holder.pop(d.path[-1], None)
+    return data
 
 
 def declared_values(obj: Any) -> dict[str, Any]:

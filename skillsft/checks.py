@@ -12,7 +12,6 @@ from pathlib import Path
 
 import luigi
 
-from skillsft.pipeline.teacher.openai.endpoint_pool import check_endpoints
 from skillsft.pipeline.teacher.plan import TeacherPlan, preflight_teacher
 from skillsft.schemas.stages import CORPUS_TEACHER_STAGES
 
@@ -32,6 +31,9 @@ def check_teacher(tasks: Iterable[luigi.Task]) -> list[str]:
         # The stage's own live teacher and runtime: what the pre-flight learns (endpoints
         # taken out, the response mode) is what the stage starts with.
         teacher = preflight_teacher(plan, stage, Path(task.work_dir))
+        # Imported only when a live stage is about to run: it brings the openai client.
+        from skillsft.pipeline.teacher.openai.endpoint_pool import check_endpoints
+
         if (teacher.endpoint, teacher.model) in seen:
             continue
         seen.add((teacher.endpoint, teacher.model))
@@ -52,8 +54,10 @@ def check_teacher(tasks: Iterable[luigi.Task]) -> list[str]:
 def check_publishing(tasks: Iterable[luigi.Task]) -> list[str]:
     """The Hub token and write access of a publish that is about to run (`--repo-id`), checked
     before any teacher stage pays; one line, or a ConfigError with a one-line message."""
-    from skillsft.pipeline.stages.hub_access import check_hub_access
-
     repos = {task.hub.repo_id for task in tasks if getattr(task, "stage", "") == "publish"
              and task.hub.repo_id}
+    if not repos:
+        return []
+    from skillsft.pipeline.stages.hub_access import check_hub_access  # huggingface_hub: 0.4 s
+
     return [check_hub_access(repo_id) for repo_id in sorted(repos)]

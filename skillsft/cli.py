@@ -5,17 +5,18 @@ at user-given input and output files. Precedence for every setting: flag, then e
 variable, then default (see README.md, "Configuration").
 """
 
+from __future__ import annotations
+
 import argparse
 import contextlib
+import gc
 import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import luigi
-from luigi.execution_summary import LuigiStatusCode
-
-from skillsft import __version__, graph, settings
+from skillsft import __version__
 from skillsft.arguments import (
     StrictParser,
     copy_arguments,
@@ -23,24 +24,20 @@ from skillsft.arguments import (
     positive_float,
     positive_int,
 )
-from skillsft.checks import check_publishing, check_teacher
-from skillsft.luigi_options import luigi_build_options
-from skillsft.options_cli import add_option_flags, argument_options, flag_of
-from skillsft.pipeline.envs import ENVS
-from skillsft.pipeline.errors import SkillsftError
-from skillsft.pipeline.options import declared
-from skillsft.pipeline.teacher.settings import TeacherSettings
-from skillsft.pipeline.workdir import WorkDir
-from skillsft.run_log import close_log, open_log
-from skillsft.schemas.stages import STAGE_NAMES
-from skillsft.summary import print_summary
-from skillsft.tasks.base import StageTask, input_signatures_frozen, walk_graph
-from skillsft.tasks.failures import CONFIGURATION_ERRORS, clear_failure, read_failure
 
-_OK = {LuigiStatusCode.SUCCESS, LuigiStatusCode.SUCCESS_WITH_RETRY}
+# Everything heavier (Luigi, the stages, pydantic's schemas, the openai client, datasets) is
+# imported by the functions that use it: `skillsft --version` and `--help` import none of it,
+# and a command imports only what its own work needs (issue 20).
+if TYPE_CHECKING:
+    import luigi
 
+    from skillsft import graph
 
 def add_teacher_flags(parser: argparse.ArgumentParser, *, per_stage_models: bool) -> None:
+    from skillsft.options_cli import argument_options, flag_of
+    from skillsft.pipeline.options import declared
+    from skillsft.pipeline.teacher.settings import TeacherSettings
+
     group = parser.add_argument_group("teacher")
     # The settings' own flags, from the settings model (as stage flags are from their options);
     # --model only where one model serves the command (`run` names one per stage, below).
@@ -72,6 +69,8 @@ def add_teacher_flags(parser: argparse.ArgumentParser, *, per_stage_models: bool
 
 
 def add_run_flags(parser: argparse.ArgumentParser) -> None:
+    from skillsft.schemas.stages import STAGE_NAMES
+
     group = parser.add_argument_group("execution")
     group.add_argument("--workers", type=positive_int, default=None,
                        help="Luigi worker processes (default: the Luigi config's, else 1)")
@@ -84,36 +83,43 @@ def add_run_flags(parser: argparse.ArgumentParser) -> None:
 
 
 def add_preference_commands(
-    add_command: Callable[[str, str], argparse.ArgumentParser], envs: list[str]
+    add_command: Callable[[str, str], argparse.ArgumentParser], envs: Callable[[], list[str]]
 ) -> None:
     """`preferences` (pairs from every episode) and `export-skills` (SKILL.md)."""
     prefs = add_command("preferences", "preference pairs from anchor states of every episode "
                         "(mixed envs included)")
-    prefs.add_argument("env", choices=envs)
-    prefs.add_argument("--rollout-dir", default=None, help="default: $ROLLOUT_DIR, else the "
-                       "bundled sample")
-    prefs.add_argument("--skill-bank", required=True)
-    prefs.add_argument("--output", required=True, help="the pairs file (.jsonl)")
-    add_teacher_flags(prefs, per_stage_models=False)
-    add_stage_flags(prefs, "preferences")
-    add_run_flags(prefs)
+    if not isinstance(prefs, _Unbuilt):
+        prefs.add_argument("env", choices=envs())
+        prefs.add_argument("--rollout-dir", default=None, help="default: $ROLLOUT_DIR, else the "
+                           "bundled sample")
+        prefs.add_argument("--skill-bank", required=True)
+        prefs.add_argument("--output", required=True, help="the pairs file (.jsonl)")
+        add_teacher_flags(prefs, per_stage_models=False)
+        add_stage_flags(prefs, "preferences")
+        add_run_flags(prefs)
 
     skills = add_command("export-skills", "the skill bank as a SKILL.md skill document")
-    skills.add_argument("env", choices=envs)
+    if isinstance(skills, _Unbuilt):
+        return
+    skills.add_argument("env", choices=envs())
     skills.add_argument("--skill-bank", required=True)
     skills.add_argument("--output", required=True, metavar="DIR",
                         help="writes DIR/<env>-skills/SKILL.md")
 
 
 def add_evolve_command(
-    add_command: Callable[[str, str], argparse.ArgumentParser], envs: list[str]
+    add_command: Callable[[str, str], argparse.ArgumentParser], envs: Callable[[], list[str]]
 ) -> None:
     """`evolve`: one round of skill-bank evolution (skillsft/evolve_cli.py builds its graph)."""
-    from skillsft.evolve_cli import EVOLVE_TASKS
-
     parser = add_command("evolve", "one round of skill-bank evolution: edits to a bank from "
                          "new rollouts, kept only when the gate's evaluator scores them higher")
-    parser.add_argument("env", choices=envs)
+    if isinstance(parser, _Unbuilt):
+        return
+    from skillsft import graph
+    from skillsft.evolve_cli import EVOLVE_TASKS
+    from skillsft.options_cli import add_option_flags
+
+    parser.add_argument("env", choices=envs())
     parser.add_argument("--skill-bank", required=True, metavar="CURRENT",
                         help="the bank to improve (ours, or a released claude_style_skills.json)")
     parser.add_argument("--rollout-dir", default=None, metavar="NEW",
@@ -128,10 +134,26 @@ def add_evolve_command(
 
 def add_stage_flags(parser: argparse.ArgumentParser, command: str) -> None:
     """The flags of every options model the command's tasks read (skillsft/graph.py)."""
+    from skillsft import graph
+    from skillsft.options_cli import add_option_flags
+
     add_option_flags(parser, graph.options_models(*graph.COMMAND_TASKS[command]).values())
 
 
-def build_parser() -> argparse.ArgumentParser:
+def command_named(argv: Sequence[str]) -> str:
+    """The subcommand of a command line: its first word that is not a flag (the `skillsft`
+    command's own flags take no value), "" when there is none (`skillsft --help`)."""
+    return next((arg for arg in argv if not arg.startswith("-")), "")
+
+
+class _Unbuilt(StrictParser):
+    """A subcommand's parser whose flags were not built: it was not the command given."""
+
+
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The whole command line, or (`command` given) every subcommand by name and help line but
+    only `command`'s flags: building the flags imports the stages that declare them, which
+    `skillsft --help` and `skillsft --version` have no use for."""
     parser = StrictParser(prog="skillsft", description=__doc__.splitlines()[0])
     parser.add_argument("--version", action="version", version=f"skillsft {__version__}")
     common = StrictParser(add_help=False)
@@ -139,13 +161,35 @@ def build_parser() -> argparse.ArgumentParser:
                         help="print tracebacks and Luigi's log on the console (always in "
                         "WORK_DIR/.skillsft/logs/)")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=StrictParser)
-    envs = sorted(ENVS)
+    # `estimate` and `check` take `run`'s flags, copied from its parser.
+    needs = {command, *(("run",) if command in ("estimate", "check") else ())}
 
     def add_command(name: str, help_text: str) -> argparse.ArgumentParser:
+        sub._parser_class = StrictParser if command is None or name in needs else _Unbuilt
         return sub.add_parser(name, help=help_text, description=help_text, parents=[common])
 
+    def envs() -> list[str]:
+        from skillsft.pipeline.envs import ENVS
+
+        return sorted(ENVS)
+
     run = add_command("run", "run every stage for one environment")
-    run.add_argument("env", choices=envs)
+    add_run_command(run, envs)
+    estimate = add_command("estimate", "list per teacher stage the requests, tokens and dollars "
+                           "`run` would spend (journal hits free); sends nothing")
+    check = add_command("check", "check the teacher endpoint and models a run would use "
+                        "(pre-flight only: nothing else runs)")
+    for copy in (estimate, check):
+        if not isinstance(copy, _Unbuilt):
+            copy_arguments(run, copy)
+    add_stage_commands(add_command, envs)
+    return parser
+
+
+def add_run_command(run: argparse.ArgumentParser, envs: Callable[[], list[str]]) -> None:
+    if isinstance(run, _Unbuilt):
+        return
+    run.add_argument("env", choices=envs())
     run.add_argument("--rollout-dir", default=None, help="default: $ROLLOUT_DIR, else the "
                      "bundled sample")
     run.add_argument("--work-dir", default=None, help="default: $WORK_DIR, else ./runs/<env>")
@@ -155,19 +199,18 @@ def build_parser() -> argparse.ArgumentParser:
     add_teacher_flags(run, per_stage_models=True)
     add_stage_flags(run, "run")
     add_run_flags(run)
-    estimate = add_command("estimate", "list per teacher stage the requests, tokens and dollars "
-                           "`run` would spend (journal hits free); sends nothing")
-    copy_arguments(run, estimate)
-    check = add_command("check", "check the teacher endpoint and models a run would use "
-                        "(pre-flight only: nothing else runs)")
-    copy_arguments(run, check)
 
+
+def add_stage_commands(add_command: Callable[[str, str], argparse.ArgumentParser],
+                       envs: Callable[[], list[str]]) -> None:
+    """The single-stage commands, the preference commands, `publish` and `report`."""
     parse = add_command("parse", "stage 1: rollout text -> processed trajectories")
-    parse.add_argument("env", choices=envs)
-    parse.add_argument("--rollout-dir", required=True)
-    parse.add_argument("--output", required=True)
-    add_stage_flags(parse, "parse")
-    add_run_flags(parse)
+    if not isinstance(parse, _Unbuilt):
+        parse.add_argument("env", choices=envs())
+        parse.add_argument("--rollout-dir", required=True)
+        parse.add_argument("--output", required=True)
+        add_stage_flags(parse, "parse")
+        add_run_flags(parse)
 
     for name, help_text in (
         ("memories", "stage 2a: processed trajectories -> skill memories"),
@@ -176,7 +219,9 @@ def build_parser() -> argparse.ArgumentParser:
         ("flatten", "stage 4: distilled conversations -> alpaca records"),
     ):
         stage = add_command(name, help_text)
-        stage.add_argument("env", choices=envs)
+        if isinstance(stage, _Unbuilt):
+            continue
+        stage.add_argument("env", choices=envs())
         stage.add_argument("--input", action="append", required=True,
                            help="input JSON (aggregate accepts several)")
         stage.add_argument("--output", required=True)
@@ -191,29 +236,42 @@ def build_parser() -> argparse.ArgumentParser:
     add_evolve_command(add_command, envs)
 
     publish = add_command("publish", "stage 5: export the corpus, upload to the Hub")
-    publish.add_argument("--work-dir", required=True)
-    publish.add_argument("--commit-message", default=None)
-    publish.add_argument("--dry-run", action="store_true")
-    add_stage_flags(publish, "publish")
+    if not isinstance(publish, _Unbuilt):
+        publish.add_argument("--work-dir", required=True)
+        publish.add_argument("--commit-message", default=None)
+        publish.add_argument("--dry-run", action="store_true")
+        add_stage_flags(publish, "publish")
 
     report = add_command("report", "write report.json and report.md for a work dir")
-    report.add_argument("--work-dir", required=True)
-    add_stage_flags(report, "report")
-    return parser
+    if not isinstance(report, _Unbuilt):
+        report.add_argument("--work-dir", required=True)
+        add_stage_flags(report, "report")
 
 
-def execute(root: luigi.Task, args: argparse.Namespace, plan: "graph.RunPlan | None" = None
+def execute(root: luigi.Task, args: argparse.Namespace, plan: graph.RunPlan | None = None
             ) -> int:
     """Force, dry-run or build the graph under `root`; 0 only when every task completed.
 
-    Inputs from outside the graph are signed once for the whole command, not at every
-    fingerprint Luigi asks for."""
+    Inputs from outside the graph are signed, and fingerprints computed, once for the whole
+    command, not at every `complete()` Luigi asks for."""
+    from skillsft.tasks.base import input_signatures_frozen
+
     with input_signatures_frozen():
         return build_graph(root, args, plan)
 
 
 def build_graph(root: luigi.Task, args: argparse.Namespace,
-                plan: "graph.RunPlan | None" = None) -> int:
+                plan: graph.RunPlan | None = None) -> int:
+    import luigi
+    from luigi.execution_summary import LuigiStatusCode
+
+    from skillsft.checks import check_publishing, check_teacher
+    from skillsft.luigi_options import luigi_build_options
+    from skillsft.run_log import close_log, open_log
+    from skillsft.summary import print_summary
+    from skillsft.tasks.base import StageTask, walk_graph
+    from skillsft.tasks.failures import clear_failure
+
     graph = list(walk_graph(root))
     stage_tasks = [t for t in graph if isinstance(t, StageTask)]
     forced = {t.task_id for t in stage_tasks if t.stage_name() in args.force}
@@ -255,7 +313,8 @@ def build_graph(root: luigi.Task, args: argparse.Namespace,
     unfinished = [t for t in graph if not t.complete()]
     # Under a central scheduler, tasks that another process ran are "not run" here; every
     # task of the graph being complete is what counts.
-    ok = _OK | ({LuigiStatusCode.NOT_RUN} if shared else set())
+    ok = {LuigiStatusCode.SUCCESS, LuigiStatusCode.SUCCESS_WITH_RETRY,
+          *([LuigiStatusCode.NOT_RUN] if shared else [])}
     if result.status in ok and not unfinished:
         if not pending:
             print(f"skillsft: everything was up to date; nothing was recomputed ({work_dir})")
@@ -265,6 +324,9 @@ def build_graph(root: luigi.Task, args: argparse.Namespace,
 
 def explain_failure(unfinished: Sequence[luigi.Task], log_path: Path) -> int:
     """One line per failed stage; exit 2 when the user fixes it in the configuration, else 1."""
+    from skillsft.tasks.base import StageTask
+    from skillsft.tasks.failures import read_failure
+
     failures = [f for t in unfinished if isinstance(t, StageTask)
                 if (f := read_failure(t.output_file())) is not None]
     if failures and all(f.waiting for f in failures):
@@ -288,13 +350,15 @@ def pending_tasks(root: luigi.Task, graph: Sequence[luigi.Task],
     """The tasks Luigi will run: not complete (or made dirty), and reached from the root
     through such tasks only. The inputs of a complete task are never run for it: shards of
     another --shards count than the finished stage's are not pending."""
+    from luigi.task import flatten
+
     reached: set[str] = set()
 
     def visit(task: luigi.Task) -> None:
         if task.task_id in reached or (task.task_id not in dirty and task.complete()):
             return
         reached.add(task.task_id)
-        for dep in luigi.task.flatten(task.requires()):
+        for dep in flatten(task.requires()):
             visit(dep)
 
     visit(root)
@@ -303,9 +367,11 @@ def pending_tasks(root: luigi.Task, graph: Sequence[luigi.Task],
 
 def downstream_of(graph: Sequence[luigi.Task], seeds: set[str]) -> set[str]:
     """The seed tasks and every task that depends on one of them, directly or not."""
+    from luigi.task import flatten
+
     dirty: set[str] = set()
     for task in graph:  # dependencies come before dependants
-        deps = luigi.task.flatten(task.requires())
+        deps = flatten(task.requires())
         if task.task_id in seeds or any(dep.task_id in dirty for dep in deps):
             dirty.add(task.task_id)
     return dirty
@@ -319,6 +385,8 @@ def work_dir_lock(work_dir: Path, *, shared: bool = False) -> Iterator[None]:
     the work dir with each other, never with a run on an in-process scheduler. A claim like
     every other lock (claims.py), so SKILLSFT_JOURNAL_CLAIMS=lease covers it on NFS/Lustre."""
     from skillsft.pipeline.teacher.claims import LEASE_SECONDS_VARIABLE, claims_for, try_hold
+    from skillsft.pipeline.workdir import WorkDir
+    from skillsft.settings import UsageError
 
     lock_path = WorkDir(work_dir).lock
     lock_path.parent.mkdir(parents=True, exist_ok=True)
@@ -329,7 +397,7 @@ def work_dir_lock(work_dir: Path, *, shared: bool = False) -> Iterator[None]:
                                               f"{LEASE_SECONDS_VARIABLE} seconds)",
                                               file=sys.stderr))
     if hold is None:
-        raise settings.UsageError(
+        raise UsageError(
             f"another skillsft run is using {work_dir}; wait for it to finish or use "
             "another --work-dir"
         )
@@ -340,14 +408,35 @@ def work_dir_lock(work_dir: Path, *, shared: bool = False) -> Iterator[None]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    """The `skillsft` command (`argv` None: the process's own arguments, and the process ends
+    when this returns)."""
+    as_program = argv is None
+    argv = sys.argv[1:] if argv is None else list(argv)
+    args = build_parser(command_named(argv)).parse_args(argv)
+    try:
+        return run_command(args)
+    finally:
+        if as_program:
+            # The interpreter's last collections over the heap a run leaves (the openai type
+            # tree, pydantic schemas, Luigi's tasks) took 1-2 s after the summary; every
+            # output is written, fsynced and closed by now, so they are skipped.
+            gc.freeze()
+
+
+def run_command(args: argparse.Namespace) -> int:
+    """Dispatch a parsed command line; errors a user can fix become one line and an exit
+    status (tracebacks only with --verbose)."""
+    from skillsft.pipeline.errors import SkillsftError
+    from skillsft.settings import UsageError
+    from skillsft.tasks.failures import CONFIGURATION_ERRORS
+
     try:
         return dispatch(args)
     except KeyboardInterrupt:
         print("\nskillsft: interrupted; re-run the same command to continue (finished work "
               "and every journaled teacher answer are kept)", file=sys.stderr)
         return 130
-    except (settings.UsageError, *CONFIGURATION_ERRORS) as exc:
+    except (UsageError, *CONFIGURATION_ERRORS) as exc:
         if args.verbose:
             raise
         print(f"skillsft: {exc}", file=sys.stderr)
@@ -364,6 +453,15 @@ def dispatch(args: argparse.Namespace) -> int:
 
     if args.command in DIRECT_COMMANDS:  # publish/report/export-skills: no graph
         return DIRECT_COMMANDS[args.command](args)
+    return dispatch_graph(args)
+
+
+def dispatch_graph(args: argparse.Namespace) -> int:
+    """The commands that build a Luigi graph."""
+    from skillsft import graph
+    from skillsft.checks import check_publishing, check_teacher
+    from skillsft.tasks.base import walk_graph
+
     if args.command == "evolve":
         from skillsft.evolve_cli import evolve_graph, round_summary
 

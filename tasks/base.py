@@ -67,10 +67,12 @@ class StageOutput:
         )
 
 
-# Signatures of inputs from outside the graph, kept only inside `input_signatures_frozen()`:
-# Luigi asks every task for its fingerprint many times per build (a run walked the rollout
-# folder 65 times), and during one build the inputs do not change. Outside the block nothing is
-# kept, so a long-lived process that builds twice sees files edited in between.
+# Signatures of inputs from outside the graph, and the fingerprints made of them, kept only
+# inside `input_signatures_frozen()`: Luigi asks every task whether it is complete many times
+# per build (a run walked the rollout folder 65 times, and each `complete()` hashed the
+# fingerprints of every task upstream again), and during one build neither the inputs nor a
+# task's parameters change. Outside the block nothing is kept, so a long-lived process that
+# builds twice sees files edited in between.
 _FROZEN: dict[tuple[str, str], str] | None = None
 
 
@@ -84,24 +86,24 @@ def input_signatures_frozen() -> Iterator[None]:
         _FROZEN = None
 
 
-def _signature(kind: str, path: Path, compute: Callable[[Path], str]) -> str:
+def _signature(kind: str, name: str, compute: Callable[[], str]) -> str:
     if _FROZEN is None:
-        return compute(path)
-    key = (kind, str(path))
+        return compute()
+    key = (kind, name)
     if key not in _FROZEN:
-        _FROZEN[key] = compute(path)
+        _FROZEN[key] = compute()
     return _FROZEN[key]
 
 
 def hash_file(path: Path) -> str:
     """sha256 of a file's bytes (user-given input files)."""
-    return _signature("file", path, _hash_file)
+    return _signature("file", str(path), lambda: _hash_file(path))
 
 
 def signature_of_tree(root: Path) -> str:
     """A cheap signature of a folder's files (relative path, size, mtime), so edited, added or
     removed rollout files make stage 1 run again without hashing gigabytes of text."""
-    return _signature("tree", root, _signature_of_tree)
+    return _signature("tree", str(root), lambda: _signature_of_tree(root))
 
 
 def _hash_file(path: Path) -> str:
@@ -197,13 +199,29 @@ class StageTask(luigi.Task):
     def to_str_params(self, only_significant: bool = False, only_public: bool = False
                       ) -> dict[str, str]:
         """For the task id (`only_significant`), the teacher plan counts by its identity only
-        (TeacherPlan.identity); everywhere else it travels whole."""
-        params = super().to_str_params(only_significant, only_public)
-        teacher = getattr(self, "teacher", None)
-        if only_significant and isinstance(teacher, TeacherPlan) and "teacher" in params:
-            params["teacher"] = orjson.dumps(teacher.identity(),
-                                             option=orjson.OPT_SORT_KEYS).decode()
-        return params
+        (TeacherPlan.identity); everywhere else it travels whole.
+
+        Kept on the instance: a task's parameters never change once it is made, and Luigi asks
+        for them at every repr, task id and scheduler message, each time serialising the
+        options objects and, through `inputs`, every upstream task's parameters again."""
+        cache: dict[tuple[bool, bool], dict[str, str]] = self.__dict__.setdefault(
+            "_str_params_cache", {})
+        key = (only_significant, only_public)
+        if key not in cache:
+            params = super().to_str_params(only_significant, only_public)
+            teacher = getattr(self, "teacher", None)
+            if only_significant and isinstance(teacher, TeacherPlan) and "teacher" in params:
+                params["teacher"] = orjson.dumps(teacher.identity(),
+                                                 option=orjson.OPT_SORT_KEYS).decode()
+            cache[key] = params
+        return dict(cache[key])
+
+    def __repr__(self) -> str:
+        """Luigi's repr (family and significant parameters), kept like `to_str_params`: the
+        scheduler, the log and the execution summary ask for it again and again."""
+        if "_repr_cache" not in self.__dict__:
+            self.__dict__["_repr_cache"] = super().__repr__()
+        return self.__dict__["_repr_cache"]
 
     def options(self) -> dict[str, Any]:
         """This task's options objects, by parameter name."""
@@ -227,8 +245,15 @@ class StageTask(luigi.Task):
     def fingerprint(self) -> str:
         """Hash of what shapes this output. Not cached on the instance: Luigi reuses task
         instances with equal parameters within a process, and the inputs outside the graph
-        (rollout files, user files) may have changed between two builds; their signatures are
-        kept only for the length of one build (`input_signatures_frozen`)."""
+        (rollout files, user files) may have changed between two builds; it is computed once
+        per build (`input_signatures_frozen`), like the signatures it holds."""
+        # By every parameter (the task id leaves the insignificant ones out), so two tasks
+        # that differ only there never share a fingerprint.
+        every_param = orjson.dumps(self.to_str_params(), option=orjson.OPT_SORT_KEYS).decode()
+        return _signature("fingerprint", f"{self.get_task_family()}{every_param}",
+                          self._fingerprint)
+
+    def _fingerprint(self) -> str:
         body = {
             "task": self.get_task_family(),
             "code": CODE_VERSION,

@@ -1,10 +1,11 @@
 """Luigi parameters that carry whole objects: an options object, or the task that feeds this one.
 
 An options object travels as one parameter, serialised as sorted JSON (so it is part of the
-task id, and `luigi --module ... --distill '{"render": {"history": 3}}'` works); the task reads
-typed fields from it instead of one Luigi parameter per knob. An upstream task travels as a
-task-instance parameter, so each task carries only its own options and the graph is composed by
-whoever builds it (skillsft/graph.py), not inherited through a ladder of mixins.
+task id, and `luigi --module ... --distill '{"render": {"history": 3}}'` works; a field marked
+`Opt(omit_at_default=True)` is left out while at its default, so adding it moved no task id);
+the task reads typed fields from it instead of one Luigi parameter per knob. An upstream task
+travels as a task-instance parameter, so each task carries only its own options and the graph
+is composed by whoever builds it (skillsft/graph.py), not inherited through a ladder of mixins.
 """
 
 import json
@@ -13,7 +14,7 @@ from typing import Any
 import luigi
 from luigi.task_register import Register
 
-from skillsft.pipeline.options import from_jsonable, from_values, to_jsonable
+from skillsft.pipeline.options import from_jsonable, from_values, identity_jsonable
 
 
 def _dumps(data: Any) -> str:
@@ -41,7 +42,7 @@ class OptionsParameter(luigi.Parameter):
         return from_jsonable(self.options_cls, json.loads(x)) if x else self.options_cls()
 
     def serialize(self, x: Any) -> str:
-        return _dumps(to_jsonable(x))
+        return _dumps(identity_jsonable(x))
 
     def normalize(self, x: Any) -> Any:
         if isinstance(x, str):

@@ -7,6 +7,7 @@ any teacher call, saying which command fits. When no file matches any environmen
 decided here: parsing then rejects the files one by one with their reasons.
 """
 
+import math
 import os
 import re
 from collections import Counter
@@ -14,7 +15,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from skillsft.pipeline.errors import RolloutDirError
+from skillsft.pipeline.errors import MalformedRollout, RolloutDirError
+from skillsft.pipeline.formats.rollouts.text import check_regular_file
 
 if TYPE_CHECKING:
     from skillsft.pipeline.envs import EnvSpec
@@ -27,13 +29,22 @@ class WrongEnvironment(RolloutDirError):
     """ROLLOUT_DIR holds rollouts of another environment than the one asked for."""
 
 
+def _regular(path: Path) -> bool:
+    """Only regular files are sampled: a named pipe would block the read (parsing rejects it)."""
+    try:
+        check_regular_file(path, max_mb=math.inf)
+    except MalformedRollout:
+        return False
+    return True
+
+
 def sample_files(rollout_dir: Path, limit: int = SAMPLE_FILES) -> list[Path]:
-    """The first `.txt` files under ROLLOUT_DIR, walking folders in sorted order."""
+    """The first regular `.txt` files under ROLLOUT_DIR, walking folders in sorted order."""
     found: list[Path] = []
     for dirpath, dirnames, filenames in os.walk(rollout_dir):
         dirnames.sort()
         for name in sorted(filenames):
-            if name.endswith(".txt"):
+            if name.endswith(".txt") and _regular(Path(dirpath, name)):
                 found.append(Path(dirpath, name))
                 if len(found) >= limit:
                     return found
@@ -52,7 +63,8 @@ def check_environment(rollout_dir: Path, spec: "EnvSpec", specs: Sequence["EnvSp
     example: dict[str, Path] = {}
     files = sample_files(rollout_dir)
     for path in files:
-        with open(path, "rb") as handle:
+        # Without blocking: a file swapped for a pipe since its stat is never waited on.
+        with open(os.open(path, os.O_RDONLY | os.O_NONBLOCK), "rb") as handle:
             text = handle.read(SAMPLE_BYTES).decode("utf-8", errors="replace")
         for name in looks_like(text, specs):
             votes[name] += 1

@@ -188,10 +188,13 @@ def sha256_of(path: Path) -> str | None:
 
 def published_rows(work_dir: Path, env: str) -> dict[str, int]:
     """Rows per split in the exported parquet shards (`hub/<env>/<split>-*.parquet`)."""
+    rows: Counter[str] = Counter()
+    shards = sorted((Path(work_dir) / HUB_DIR / env).glob("*.parquet"))
+    if not shards:  # not exported yet: pyarrow (0.5 s to import) is not needed
+        return {}
     import pyarrow.parquet as pq  # a datasets dependency; imported late, reports rarely need it
 
-    rows: Counter[str] = Counter()
-    for path in sorted((Path(work_dir) / HUB_DIR / env).glob("*.parquet")):
+    for path in shards:
         split = path.name.split("-", 1)[0]
         rows[split] += pq.read_metadata(path).num_rows
     return dict(rows)

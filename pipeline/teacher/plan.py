@@ -22,18 +22,17 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
 from skillsft.pipeline.teacher.base import Teacher
-from skillsft.pipeline.teacher.batch.teacher import BatchOptions, BatchTeacher
-from skillsft.pipeline.teacher.budget import BudgetedTeacher, SpendFile
-from skillsft.pipeline.teacher.estimate import EstimatingTeacher
-from skillsft.pipeline.teacher.factory import batch_options_for, teacher_for
 from skillsft.pipeline.teacher.openai.endpoints import full_base_url, hand_over, redact_url
-from skillsft.pipeline.teacher.openai.teacher import OpenAITeacher
 from skillsft.pipeline.teacher.settings import FIELD_VARIABLES, TeacherSettings
 from skillsft.pipeline.workdir import WorkDir
 from skillsft.schemas.stages import STAGES
 
+# The teachers themselves (the openai client and its type tree, ~1 s to import) are imported
+# by `build_teacher` and `preflight_teacher`, in the process that runs a teacher stage: building
+# the graph, a re-run with nothing to do and `--help` never load them.
 if TYPE_CHECKING:
     from skillsft.pipeline.teacher.openai.embeddings import EmbeddingClient
+    from skillsft.pipeline.teacher.openai.teacher import OpenAITeacher
 
 CHUNK_WINDOWS = 4  # with --max-cost, a live stage checks the spend every 4 x concurrency calls
 # A task's stage -> (the teacher's stage name, the fingerprint name of its model).
@@ -132,6 +131,12 @@ class TeacherPlan(BaseModel):
 
 def build_teacher(plan: TeacherPlan, stage: str, work_dir: Path) -> Teacher:
     """The teacher `stage` of the work dir asks, as the plan says (see the module doc)."""
+    from skillsft.pipeline.teacher.batch.teacher import BatchOptions, BatchTeacher
+    from skillsft.pipeline.teacher.budget import BudgetedTeacher, SpendFile
+    from skillsft.pipeline.teacher.estimate import EstimatingTeacher
+    from skillsft.pipeline.teacher.factory import batch_options_for, teacher_for
+    from skillsft.pipeline.teacher.openai.teacher import OpenAITeacher
+
     teacher_stage, _ = TEACHER_STAGES[stage]
     settings = plan.settings_for(stage)
     if plan.estimate_for and settings.teacher == "openai":
@@ -156,10 +161,12 @@ def build_teacher(plan: TeacherPlan, stage: str, work_dir: Path) -> Teacher:
     return BudgetedTeacher(teacher, budget_usd=plan.max_cost, spend=spend, chunk=chunk)
 
 
-def preflight_teacher(plan: TeacherPlan, stage: str, work_dir: Path) -> OpenAITeacher:
+def preflight_teacher(plan: TeacherPlan, stage: str, work_dir: Path) -> "OpenAITeacher":
     """The live teacher `stage` will use, whatever layers (--batch, --max-cost) the stage adds
     around it: the pre-flight checks its endpoints and settles its response mode in the same
     runtime the stage then runs in."""
+    from skillsft.pipeline.teacher.openai.teacher import OpenAITeacher
+
     teacher_stage, _ = TEACHER_STAGES[stage]
     settings = plan.settings_for(stage)
     journal_dir = WorkDir(work_dir).journal
@@ -173,7 +180,7 @@ def preflight_teacher(plan: TeacherPlan, stage: str, work_dir: Path) -> OpenAITe
 # that a worker runs one after another reuse one teacher, so its journal index is built once
 # and only the lines appended since are read (Luigi runs a task in the worker's own process
 # when it has one worker; with several, each task has a process of its own).
-_LIVE_TEACHERS: dict[tuple[str, str, str], OpenAITeacher] = {}
+_LIVE_TEACHERS: dict[tuple[str, str, str], "OpenAITeacher"] = {}
 
 
 def live_key(settings: TeacherSettings, journal_dir: Path, stage: str) -> tuple[str, str, str]:

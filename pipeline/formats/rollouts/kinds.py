@@ -182,7 +182,7 @@ def parse_env_folder(job: GroupJob) -> GroupResult:
     parsed: list[tuple[str, Episode]] = []
     for name in job.group.files:
         try:
-            episode = parse_step_rollout(read_rollout_text(folder / name))
+            episode = parse_step_rollout(read_rollout_text(folder / name, job.options.max_file_mb))
         except MalformedRollout as error:
             _reject(result, f"{job.group.group_id}/{name}", error)
             continue
@@ -219,9 +219,9 @@ def parse_env_folder(job: GroupJob) -> GroupResult:
     return result
 
 
-def load_trajectory(path: Path, counts: Counter[str]) -> list[RawStep]:
+def load_trajectory(path: Path, counts: Counter[str], max_file_mb: float) -> list[RawStep]:
     """Re-parse one kept episode (it parsed in the worker) and cut its loops."""
-    steps = parse_step_rollout(read_rollout_text(path)).steps
+    steps = parse_step_rollout(read_rollout_text(path, max_file_mb)).steps
     trimmed = remove_loops(steps, attrgetter("action"), attrgetter("done"))
     counts["loop_steps_removed"] += len(steps) - len(trimmed)
     return trimmed
@@ -261,8 +261,9 @@ def select_env_folders(
                    "--n-fail-envs, --include-mixed)",
         ))
     for candidate in kept:
+        folder = Path(candidate.folder)
         trajectories = [
-            [to_step(raw) for raw in load_trajectory(Path(candidate.folder, name), counts)]
+            [to_step(raw) for raw in load_trajectory(folder / name, counts, options.max_file_mb)]
             for name in candidate.keep
         ]
         counts["trajectories_kept"] += len(trajectories)
@@ -321,7 +322,8 @@ def parse_question_folder(job: GroupJob) -> GroupResult:
     for name in job.group.files:
         rel = PurePosixPath(job.group.group_id, name)
         try:
-            episode = parse_search_rollout(read_rollout_text(folder / name))
+            text = read_rollout_text(folder / name, job.options.max_file_mb)
+            episode = parse_search_rollout(text)
         except MalformedRollout as error:
             _reject(result, rel.as_posix(), error)
             continue

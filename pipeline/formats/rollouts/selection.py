@@ -35,7 +35,7 @@ from typing import Annotated, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from skillsft.pipeline.formats.rollouts.text import natural_key
+from skillsft.pipeline.formats.rollouts.text import DEFAULT_MAX_FILE_MB, natural_key
 from skillsft.pipeline.options import Opt
 
 EnvLabel = Literal["all_success", "all_fail", "mixed", "unlabelled"]
@@ -96,6 +96,10 @@ class SelectionOptions(BaseModel):
         "search: files numbered FIRST..LAST come from QA source SOURCE (repeatable), for files "
         "not under a folder named after their source", name="source_ranges", flag="--source-range",
         kind="source_range", metavar="FIRST-LAST=SOURCE")] = ()
+    # Checked on each file's size before it is read; not a regular file is always rejected.
+    max_file_mb: Annotated[int, Opt(
+        "rollout files larger than this many MiB are rejected unread", kind="positive_int",
+        metavar="MB", omit_at_default=True)] = Field(DEFAULT_MAX_FILE_MB, ge=1)
 
 
 def label_env(successes: int, failures: int, options: SelectionOptions) -> EnvLabel:
