@@ -10,7 +10,7 @@ from pathlib import Path
 
 from skillsft.testing.stage_responder import stage_responder
 from tests.support.fixtures import TEST_API_KEY
-from tests.tasks.test_central_scheduler import scheduler_url  # noqa: F401 - a fixture
+from tests.tasks.conftest import scheduler_url  # noqa: F401 - a fixture
 
 
 def start_run(work: Path, base_url: str, environ: dict[str, str] | None = None):

@@ -25,7 +25,6 @@ from skillsft.tasks.targets import iter_manifests
 from skillsft.testing.openai_server import ServerFault
 from skillsft.testing.stage_responder import stage_responder
 from tests.support.fixtures import TEST_API_KEY
-from tests.tasks.test_central_scheduler import scheduler_url  # noqa: F401 - a fixture
 from tests.tasks.test_e2e_server import REPO_ROOT, corpus, finish
 
 SAMPLE = REPO_ROOT / "examples" / "rollouts" / "alfworld"
