@@ -33,12 +33,17 @@ from skillsft.tasks.teacher import TeacherParameter, TeacherPlan
 CODE_VERSION = "1"
 
 
+# A file's bytes, or its chunks in order when a stage streams its records out
+# (pipeline/formats/record_stream.py); chunks are consumed once, when the file is written.
+FileBytes = bytes | Iterable[bytes]
+
+
 @dataclass
 class StageOutput:
-    payload: bytes
+    payload: FileBytes
     counts: dict[str, int] = field(default_factory=dict)
     teacher: list[dict[str, Any]] = field(default_factory=list)
-    side_files: dict[str, bytes] = field(default_factory=dict)  # name beside output -> bytes
+    side_files: dict[str, FileBytes] = field(default_factory=dict)  # name beside output -> bytes
     rejects_name: str = ""
     # The stage function's result, judged by the failure rule (stages/outcome.py) from its
     # fixed counters after the side files (its rejects file among them, named `rejects_name`)
@@ -51,8 +56,8 @@ class StageOutput:
     failure: Exception | None = None
 
     @classmethod
-    def of(cls, result: StageResult[Any], payload: bytes, *, input_name: str,
-           rejects_name: str, side_files: dict[str, bytes] | None = None) -> "StageOutput":
+    def of(cls, result: StageResult[Any], payload: FileBytes, *, input_name: str,
+           rejects_name: str, side_files: dict[str, FileBytes] | None = None) -> "StageOutput":
         """The output of a stage function's result: its counters and teacher usage go to the
         manifest, its rejects to `rejects_name`, and `run()` judges it."""
         return cls(
@@ -244,7 +249,7 @@ class StageTask(luigi.Task):
         return StageTarget(self.output_file(), self.fingerprint())
 
     def run(self) -> None:
-        started = time.monotonic()
+        started, cpu_started = time.monotonic(), time.process_time()
         result = self.compute()
         if result.result is not None:
             for notice in result.result.notices:
@@ -277,6 +282,9 @@ class StageTask(luigi.Task):
                 "counts": result.counts,
                 "teacher": result.teacher,
                 "wall_seconds": round(time.monotonic() - started, 3),
+                # CPU of this process meanwhile (the teacher client's threads included): the
+                # rest of the wall time was spent waiting, mostly on the teacher.
+                "cpu_seconds": round(time.process_time() - cpu_started, 3),
                 "written_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             }
         )

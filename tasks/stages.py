@@ -17,6 +17,7 @@ from skillsft.pipeline import workdir
 from skillsft.pipeline.envs import get_env
 from skillsft.pipeline.formats import jsonio
 from skillsft.pipeline.formats.record_files import TRAJECTORIES, load_records
+from skillsft.pipeline.formats.record_stream import array_chunks, lines_chunks
 from skillsft.pipeline.selection import SelectionOptions
 from skillsft.pipeline.stages.aggregate import AggregateOptions
 from skillsft.pipeline.stages.distill import DistillOptions
@@ -46,7 +47,7 @@ class ParseRollouts(StageTask):
 
         result = parse_rollouts(Path(self.rollout_dir), get_env(self.env), self.selection,
                                 progress=True)
-        return StageOutput.of(result, jsonio.dumps(result.records), input_name=self.rollout_dir,
+        return StageOutput.of(result, array_chunks(result.records), input_name=self.rollout_dir,
                               rejects_name=workdir.REJECTS["parse"])
 
 
@@ -88,7 +89,7 @@ class GenerateMemories(ShardedStage):
         options = replace(self.memories, input_name=str(source))
         result = generate_memories(loaded.records, get_env(self.env), options, teacher)
         result.absorb_load(loaded)
-        return StageOutput.of(result, jsonio.dumps(result.records), input_name=str(source),
+        return StageOutput.of(result, array_chunks(result.records), input_name=str(source),
                               rejects_name=workdir.REJECTS["memories"])
 
 
@@ -162,7 +163,7 @@ class Distill(ShardedStage):
         scorer = scorer_for(options.skills, self.teacher, Path(self.work_dir))
         result = distill(loaded.records, spec, options, teacher, bank, scorer)
         result.absorb_load(loaded)
-        return StageOutput.of(result, jsonio.dumps(result.records), input_name=str(inputs[0]),
+        return StageOutput.of(result, array_chunks(result.records), input_name=str(inputs[0]),
                               rejects_name=workdir.REJECTS["distill"])
 
 
@@ -188,11 +189,11 @@ class Flatten(StageTask):
         stem = self.output_file().stem
         provenance_name = f"{stem.removesuffix('_data')}_provenance.jsonl"
         return StageOutput.of(
-            result, jsonio.dumps(result.records), input_name=str(path),
+            result, array_chunks(result.records), input_name=str(path),
             rejects_name=workdir.REJECTS["flatten"],
             side_files={
-                f"{stem}.jsonl": jsonio.dumps_lines(result.records),
-                provenance_name: jsonio.dumps_lines(result.extras["provenance"]),
+                f"{stem}.jsonl": lines_chunks(result.records),
+                provenance_name: lines_chunks(result.extras["provenance"]),
             },
         )
 

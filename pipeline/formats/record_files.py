@@ -11,16 +11,20 @@ is data: one `RecordKind` per kind of file.
 """
 
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from itertools import chain
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
 from pydantic import ValidationError
 
-from skillsft.pipeline.errors import InputError
+import orjson
+
+from skillsft.pipeline.errors import InputError, UnreadableFile
 from skillsft.pipeline.formats import jsonio
 from skillsft.pipeline.formats.file_kinds import check_kind
+from skillsft.pipeline.formats.record_stream import NotAnArray, iter_array
 from skillsft.schemas import Conversation, Reject, SearchTrajectorySet, TrajectorySet
 from skillsft.schemas.memory import Memory
 
@@ -114,16 +118,39 @@ def load_records(
     counts: Counter[str] = Counter()
     seen: set[str] = set()
     for path in paths:
-        data = jsonio.load(path)
-        check_kind(path, data, kind.name)
-        if not isinstance(data, list):
-            raise InputError(
-                f"{path}: expected a JSON list of {kind.name} (docs/formats.md, "
-                f"'{kind.section}'), got {type(data).__name__}"
-            )
-        _validate(data, str(path), kind, stage, accept, loaded, counts, seen)
+        _validate(stream_records(path, kind), str(path), kind, stage, accept, loaded, counts,
+                  seen)
     loaded.counts = dict(sorted(counts.items()))
     return loaded
+
+
+def stream_records(path: str | Path, kind: RecordKind[Any]) -> Iterator[Any]:
+    """The raw records of one file, one at a time (the file is never held whole), after the
+    same checks `jsonio.load` + `check_kind` make: the first record tells a file of another
+    kind, and a file that is not a list is an `InputError` naming what to give instead."""
+    records = _raw_records(path)
+    try:
+        first = next(records)
+    except StopIteration:
+        return
+    except NotAnArray:
+        data = jsonio.load(path)  # not a list: small enough to say what it is instead
+        check_kind(path, data, kind.name)
+        raise InputError(
+            f"{path}: expected a JSON list of {kind.name} (docs/formats.md, "
+            f"'{kind.section}'), got {type(data).__name__}"
+        ) from None
+    check_kind(path, [first], kind.name)
+    yield from chain([first], records)
+
+
+def _raw_records(path: str | Path) -> Iterator[Any]:
+    try:
+        yield from iter_array(path)
+    except orjson.JSONDecodeError as exc:
+        raise UnreadableFile(
+            f"{path}: not valid JSON ({exc}); fix or regenerate this file"
+        ) from exc
 
 
 def validate_records(
@@ -140,7 +167,7 @@ def validate_records(
 
 
 def _validate(
-    data: Sequence[Any], path: str, kind: RecordKind[T], stage: str, accept: Accept | None,
+    data: Iterable[Any], path: str, kind: RecordKind[T], stage: str, accept: Accept | None,
     loaded: LoadedRecords[T], counts: Counter[str], seen: set[str],
     positions: Sequence[int] | None = None,
 ) -> None:
