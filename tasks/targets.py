@@ -24,8 +24,8 @@ from pydantic import ValidationError
 
 # The durable writes live in pipeline/ (the journal needs them too); re-exported for the tasks.
 from skillsft.pipeline.durable import fsync_folder, write_bytes_atomically  # noqa: F401
-from skillsft.pipeline.workdir import read_manifests
 from skillsft.pipeline.workdir import manifest_for as manifest_path_for
+from skillsft.pipeline.workdir import read_manifests
 from skillsft.schemas.manifest import Manifest
 
 __all__ = ["StageTarget", "iter_manifests", "manifest_path_for", "write_bytes_atomically"]

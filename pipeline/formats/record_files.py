@@ -12,14 +12,13 @@ is data: one `RecordKind` per kind of file.
 
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from itertools import chain
 from dataclasses import dataclass, field
+from itertools import chain
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
-from pydantic import ValidationError
-
 import orjson
+from pydantic import ValidationError
 
 from skillsft.pipeline.errors import InputError, UnreadableFile
 from skillsft.pipeline.formats import jsonio
