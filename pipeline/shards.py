@@ -83,14 +83,14 @@ class ShardSpans:
     spans: list[tuple[int, int]] = field(default_factory=list)
 
 
-def index_spans(elements: Iterable[tuple[int, bytes]], shards: int) -> list[ShardSpans]:
-    """`partition` over a file's elements (offset, bytes, as `record_stream.scan_array` yields
-    them): the same shards, as spans instead of copies."""
+def index_spans(elements: Iterable[tuple[int, bytes, Any]], shards: int) -> list[ShardSpans]:
+    """`partition` over a file's elements (offset, bytes, record, as `record_stream.scan_array`
+    yields them): the same shards, as spans instead of copies."""
     if shards < 1:
         raise ValueError(f"shards must be at least 1, got {shards}")
     parts = [ShardSpans() for _ in range(shards)]
-    for position, (offset, element) in enumerate(elements):
-        part = parts[shard_of(record_key(orjson.loads(element)), shards)]
+    for position, (offset, element, record) in enumerate(elements):
+        part = parts[shard_of(record_key(record), shards)]
         part.positions.append(position)
         part.spans.append((offset, len(element)))
     return parts

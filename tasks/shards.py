@@ -78,8 +78,9 @@ class SplitTrajectories(StageTask):
         )
 
 
-def checked_elements(source: Path, handle: BinaryIO) -> Iterator[tuple[int, bytes]]:
-    """Stage 1's elements (offset, bytes), after the checks a loader makes on the file."""
+def checked_elements(source: Path, handle: BinaryIO) -> Iterator[tuple[int, bytes, Any]]:
+    """Stage 1's elements (offset, bytes, record), after the checks a loader makes on the
+    file."""
     elements = scan_array(handle)
     try:
         first = next(elements, None)
@@ -88,7 +89,7 @@ def checked_elements(source: Path, handle: BinaryIO) -> Iterator[tuple[int, byte
                          f"{exc.kind}") from None
     if first is None:
         return
-    check_kind(source, [orjson.loads(first[1])], "processed trajectories")
+    check_kind(source, [first[2]], "processed trajectories")
     yield first
     yield from elements
 
