@@ -104,6 +104,7 @@ class StageTime:
     wall: float  # summed over the stage's tasks (shards run one after another in one worker)
     cpu: float
     requests: int
+    peak_rss_mib: float = 0.0  # the worker's high-water mark when the stage's last task ended
 
 
 @dataclass
@@ -124,7 +125,8 @@ STAGE_ORDER = ("parse", "split", "memories", "aggregate", "distill", "flatten", 
 
 
 def stage_times(work: Path) -> list[StageTime]:
-    """Per stage, from every manifest the run left (shards' included): wall, CPU, requests."""
+    """Per stage, from every manifest the run left (shards' included): wall, CPU, requests
+    (from the stage's own manifest: a merge's holds its shards' requests)."""
     found: dict[str, StageTime] = {}
     for path in sorted(work.rglob("*.manifest.json")):
         manifest = json.loads(path.read_text())
@@ -133,7 +135,9 @@ def stage_times(work: Path) -> list[StageTime]:
         row.tasks += 1
         row.wall += float(manifest.get("wall_seconds") or 0.0)
         row.cpu += float(manifest.get("cpu_seconds") or 0.0)
-        row.requests += sum(int(u.get("calls_new", 0)) for u in manifest.get("teacher") or [])
+        row.peak_rss_mib = max(row.peak_rss_mib, float(manifest.get("peak_rss_mib") or 0.0))
+        if "shards" not in path.relative_to(work).parts:
+            row.requests += sum(int(u.get("calls_new", 0)) for u in manifest.get("teacher") or [])
     rank = {name: i for i, name in enumerate(STAGE_ORDER)}
     return sorted(found.values(), key=lambda r: (rank.get(r.stage, len(rank)), r.stage))
 
@@ -207,12 +211,12 @@ def print_profile(rows: list[Row], latency: float, concurrency: int) -> None:
         print(f"\n{row.mode}, {row.trajectories} trajectories: wall {row.wall:.1f} s, "
               f"ideal {row.ideal:.1f} s")
         print(f"  {'stage':<16} {'tasks':>5} {'wall s':>7} {'cpu s':>7} {'requests':>8} "
-              f"{'ideal s':>8} {'above s':>8} {'waiting s':>9}")
+              f"{'ideal s':>8} {'above s':>8} {'waiting s':>9} {'RSS MiB':>8}")
         for stage in row.stages:
             ideal = stage.requests * latency / concurrency
             print(f"  {stage.stage:<16} {stage.tasks:>5} {stage.wall:>7.2f} {stage.cpu:>7.2f} "
                   f"{stage.requests:>8} {ideal:>8.2f} {stage.wall - ideal:>8.2f} "
-                  f"{max(0.0, stage.wall - stage.cpu):>9.2f}")
+                  f"{max(0.0, stage.wall - stage.cpu):>9.2f} {stage.peak_rss_mib:>8.0f}")
         inside = sum(stage.wall for stage in row.stages)
         print(f"  {'outside stages':<16} {'':>5} {row.wall - inside:>7.2f}   (start-up, "
               "pre-flight, scheduling, summary; with 2 workers the stages overlap)")

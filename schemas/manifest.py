@@ -23,4 +23,5 @@ class Manifest(BaseModel):
     teacher: list[dict[str, Any]] = Field(default_factory=list)
     wall_seconds: float = 0.0
     cpu_seconds: float = 0.0  # this process's CPU while the stage ran (0 in older manifests)
+    peak_rss_mib: float = 0.0  # the process's memory high-water mark when the stage ended
     written_at: str = ""

@@ -8,6 +8,7 @@ and how re-runs are decided lives here, once.
 import contextlib
 import hashlib
 import os
+import resource
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -285,6 +286,10 @@ class StageTask(luigi.Task):
                 # CPU of this process meanwhile (the teacher client's threads included): the
                 # rest of the wall time was spent waiting, mostly on the teacher.
                 "cpu_seconds": round(time.process_time() - cpu_started, 3),
+                # The process's memory high-water mark so far: the first stage whose manifest
+                # shows the run's peak is the one that reached it.
+                "peak_rss_mib": round(
+                    resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
                 "written_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             }
         )

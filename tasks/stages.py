@@ -177,14 +177,20 @@ class Flatten(StageTask):
         return workdir.corpus(self.env)
 
     def compute(self) -> StageOutput:
-        from skillsft.pipeline.formats.record_files import CONVERSATIONS
+        from skillsft.pipeline.formats.record_files import (
+            CONVERSATIONS,
+            LoadedRecords,
+            iter_records,
+        )
         from skillsft.pipeline.stages.flatten import flatten
 
         spec = get_env(self.env)
         path = self.input_files()[0]
-        loaded = load_records(path, CONVERSATIONS, self.stage)
+        loaded: LoadedRecords[Any] = LoadedRecords([])
         options = replace(self.flatten, input_name=str(path))
-        result = flatten(loaded.records, spec, options)
+        # The conversations stream in (one held at a time); the loader's rejects and counters
+        # are complete once flatten has read them all.
+        result = flatten(iter_records(path, CONVERSATIONS, self.stage, loaded), spec, options)
         result.absorb_load(loaded)
         stem = self.output_file().stem
         provenance_name = f"{stem.removesuffix('_data')}_provenance.jsonl"

@@ -123,6 +123,22 @@ def load_records(
     return loaded
 
 
+def iter_records(path: str | Path, kind: RecordKind[T], stage: str,
+                 loaded: LoadedRecords[T]) -> Iterator[T]:
+    """`load_records` of one file as a stream: each valid record is yielded, not kept; the
+    rejects and counters gather in `loaded` (complete once the stream is exhausted), so a
+    stage that reads its input once holds one record of it at a time."""
+    counts: Counter[str] = Counter()
+    seen: set[str] = set()
+    for position, raw in enumerate(stream_records(path, kind)):
+        sink: LoadedRecords[T] = LoadedRecords([])
+        _validate([raw], str(path), kind, stage, None, sink, counts, seen, [position])
+        loaded.rejects.extend(sink.rejects)
+        loaded.reject_positions.extend(sink.reject_positions)
+        loaded.counts = dict(sorted(counts.items()))
+        yield from sink.records
+
+
 def stream_records(path: str | Path, kind: RecordKind[Any]) -> Iterator[Any]:
     """The raw records of one file, one at a time (the file is never held whole), after the
     same checks `jsonio.load` + `check_kind` make: the first record tells a file of another

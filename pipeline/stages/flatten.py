@@ -9,7 +9,7 @@ post-checks drop is listed in the rejects too (`dropped_<check>`), but is not a 
 """
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Annotated
 
@@ -33,7 +33,7 @@ class FlattenOptions:
 
 
 def flatten(
-    conversations: Sequence[Conversation],
+    conversations: Iterable[Conversation],
     spec: "EnvSpec",
     options: FlattenOptions | None = None,
 ) -> StageResult[AlpacaRecord]:

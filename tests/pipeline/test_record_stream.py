@@ -80,3 +80,31 @@ def test_other_documents_say_what_they_are(data: bytes, kind: str) -> None:
     with pytest.raises(NotAnArray) as raised:
         list(scan_array(io.BytesIO(data)))
     assert raised.value.kind == kind
+
+
+def test_streamed_loader_equals_the_list_loader(tmp_path: Path) -> None:
+    """`iter_records` yields what `load_records` lists, and leaves the same rejects, positions
+    and counters (duplicates counted once, by identity)."""
+    from skillsft.cli import main
+    from skillsft.pipeline.formats.record_files import (
+        MEMORIES,
+        LoadedRecords,
+        iter_records,
+        load_records,
+    )
+
+    work = tmp_path / "work"
+    assert main(["run", "alfworld", "--teacher", "offline", "--work-dir", str(work)]) == 0
+    memories = json.loads((work / "generated_memories.json").read_text())
+    memories[1:1] = [{"memory_id": "broken"}, dict(memories[0])]
+    path = tmp_path / "memories.json"
+    path.write_text(json.dumps(memories))
+
+    listed = load_records(path, MEMORIES, "aggregate")
+    streamed: LoadedRecords = LoadedRecords([])
+    records = list(iter_records(path, MEMORIES, "aggregate", streamed))
+    assert records == listed.records
+    assert streamed.rejects == listed.rejects and streamed.rejects
+    assert streamed.reject_positions == listed.reject_positions == [1]
+    assert streamed.counts == listed.counts
+    assert listed.counts["duplicate_memory_id"] == 1
