@@ -94,16 +94,16 @@ def checked_elements(source: Path, handle: BinaryIO) -> Iterator[tuple[int, byte
     yield from elements
 
 
-def read_part(index_path: Path, shard: int, old_part: Path) -> dict[str, Any]:
-    """One shard's records: through the split's index of spans, or (a work dir split by an
-    earlier version) from the part file it copied."""
+def read_part(index_path: Path, source: Path, shard: int, old_part: Path) -> dict[str, Any]:
+    """One shard's records: through the split's index of spans into `source` (stage 1's file
+    where it is now), or (a work dir split by an earlier version) from the part file it
+    copied."""
     index = orjson.loads(index_path.read_bytes())
     if "parts" not in index:
         return orjson.loads(old_part.read_bytes())  # type: ignore[no-any-return]
-    source = Path(index["source"])
     if source.stat().st_size != index["bytes"]:
         raise InputError(f"{source} changed after it was split into shards ({index_path}); "
-                         "run again with --force to split it anew")
+                         f"delete {index_path.parent} and re-run to split it anew")
     part = index["parts"][shard]
     with open(source, "rb") as handle:
         records = [read_span(handle, offset, length) for offset, length in part["spans"]]
@@ -128,7 +128,8 @@ class ShardOf:
 
     def read_part(self) -> dict[str, Any]:
         split: SplitTrajectories = self.inputs[0]  # type: ignore[attr-defined]
-        return read_part(split.output_file(), self.shard, split.part_path(self.shard))
+        return read_part(split.output_file(), split.input_files()[0], self.shard,
+                         split.part_path(self.shard))
 
     def worker_mark(self) -> dict[str, Any]:
         """Which worker made this shard (kept in its file: tests and users can see how the
