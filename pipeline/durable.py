@@ -53,6 +53,13 @@ def write_bytes_atomically(path: Path, data: bytes | Iterable[bytes]) -> None:
 
     `data` may be the bytes or an iterable of chunks (a stage streaming its records out): the
     file is the chunks joined, and only about `WRITE_BYTES` of them are held at a time."""
+    commit_staged(stage_file(path, data), path)
+
+
+def stage_file(path: Path, data: bytes | Iterable[bytes]) -> Path:
+    """The first half of `write_bytes_atomically`: the bytes in a temporary file beside `path`,
+    fsynced, not yet in place (a stage writes its streamed outputs before it is judged, and
+    puts them in place only if it passes). Returns the temporary file."""
     path.parent.mkdir(parents=True, exist_ok=True)
     handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
@@ -66,6 +73,11 @@ def write_bytes_atomically(path: Path, data: bytes | Iterable[bytes]) -> None:
         os.unlink(temporary)
         raise
     os.close(handle)
+    return Path(temporary)
+
+
+def commit_staged(temporary: Path, path: Path) -> None:
+    """The second half: rename the staged file over `path` and fsync the folder."""
     os.replace(temporary, path)
     fsync_folder(path.parent)
 

@@ -19,6 +19,7 @@ from typing import Any, ClassVar
 import luigi
 import orjson
 
+from skillsft.pipeline.durable import commit_staged, stage_file
 from skillsft.pipeline.envs import get_env
 from skillsft.pipeline.formats import jsonio
 from skillsft.pipeline.options import declared_values, shaping_values
@@ -60,16 +61,19 @@ class StageOutput:
     def of(cls, result: StageResult[Any], payload: FileBytes, *, input_name: str,
            rejects_name: str, side_files: dict[str, FileBytes] | None = None) -> "StageOutput":
         """The output of a stage function's result: its counters and teacher usage go to the
-        manifest, its rejects to `rejects_name`, and `run()` judges it."""
-        return cls(
-            payload=payload,
-            counts=result.counts,
-            teacher=[stats.model_dump(mode="json") for stats in result.teacher],
-            side_files={**(side_files or {}), rejects_name: jsonio.dumps_lines(result.rejects)},
-            rejects_name=rejects_name,
-            result=result,
-            input_name=input_name,
-        )
+        manifest, its rejects to `rejects_name`, and `run()` judges it. The payload may stream
+        the result's records; the result is read only once the files are written (`settle`)."""
+        return cls(payload=payload, side_files=dict(side_files or {}),
+                   rejects_name=rejects_name, result=result, input_name=input_name)
+
+    def settle(self) -> None:
+        """Take the counters, teacher usage and rejects from the stage's result: a stage that
+        streams its records fills them in as the records are written."""
+        if self.result is None:
+            return
+        self.counts = self.result.counts
+        self.teacher = [stats.model_dump(mode="json") for stats in self.result.teacher]
+        self.side_files[self.rejects_name] = jsonio.dumps_lines(self.result.rejects)
 
 
 # Signatures of inputs from outside the graph, kept only inside `input_signatures_frozen()`:
@@ -252,27 +256,38 @@ class StageTask(luigi.Task):
     def run(self) -> None:
         started, cpu_started = time.monotonic(), time.process_time()
         result = self.compute()
-        if result.result is not None:
-            for notice in result.result.notices:
-                print(f"skillsft: {self.stage_name()}: {notice}", file=sys.stderr)
         target = self.output()
         folder = target_dir(target)
-        # The rejects file first, so a stage that fails below has listed what it dropped; the
-        # other side files (a corpus .jsonl, provenance) only once the stage has passed.
-        if result.rejects_name in result.side_files:
-            write_bytes_atomically(folder / result.rejects_name,
-                                   result.side_files[result.rejects_name])
-        if result.failure is not None:
-            raise result.failure
-        if result.result is not None:
-            # The one place the failure rule is applied.
-            rule = getattr(self, "failure", FailureRule())
-            outcome = outcome_of(result.result, self.stage_name(), result.input_name)
-            check_outcome(outcome, rule.max_failure_rate, str(folder / result.rejects_name))
-        for name, data in result.side_files.items():
-            if name != result.rejects_name:
-                write_bytes_atomically(folder / name, data)
-        target.write(result.payload)
+        # Every output is staged first (a temporary file beside it, a streamed one written a
+        # record at a time); the result is complete only then. The rejects file goes in place
+        # before the stage is judged, so a failing stage still lists what it dropped; the
+        # other files only once it has passed.
+        staged: dict[Path, Path] = {}
+        try:
+            for name, data in result.side_files.items():
+                if name != result.rejects_name:
+                    staged[folder / name] = stage_file(folder / name, data)
+            staged[Path(target.path)] = stage_file(Path(target.path), result.payload)
+            result.settle()
+            if result.result is not None:
+                for notice in result.result.notices:
+                    print(f"skillsft: {self.stage_name()}: {notice}", file=sys.stderr)
+            if result.rejects_name in result.side_files:
+                write_bytes_atomically(folder / result.rejects_name,
+                                       result.side_files[result.rejects_name])
+            if result.failure is not None:
+                raise result.failure
+            if result.result is not None:
+                # The one place the failure rule is applied.
+                rule = getattr(self, "failure", FailureRule())
+                outcome = outcome_of(result.result, self.stage_name(), result.input_name)
+                check_outcome(outcome, rule.max_failure_rate, str(folder / result.rejects_name))
+        except BaseException:
+            for temporary in staged.values():
+                temporary.unlink(missing_ok=True)
+            raise
+        for path, temporary in staged.items():  # side files first, the output last
+            commit_staged(temporary, path)
         target.write_manifest(
             {
                 "task": self.get_task_family(),

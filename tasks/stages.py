@@ -43,11 +43,13 @@ class ParseRollouts(StageTask):
         return {"rollout_dir": signature_of_tree(Path(self.rollout_dir))}
 
     def compute(self) -> StageOutput:
-        from skillsft.pipeline.stages.parse import parse_rollouts
+        from skillsft.pipeline.stages.parse import iter_parsed
 
-        result = parse_rollouts(Path(self.rollout_dir), get_env(self.env), self.selection,
-                                progress=True)
-        return StageOutput.of(result, array_chunks(result.records), input_name=self.rollout_dir,
+        # The records stream into the file as they are built (one held at a time); the
+        # result's counters are complete once they are written.
+        result, records = iter_parsed(Path(self.rollout_dir), get_env(self.env), self.selection,
+                                      progress=True)
+        return StageOutput.of(result, array_chunks(records), input_name=self.rollout_dir,
                               rejects_name=workdir.REJECTS["parse"])
 
 
