@@ -264,10 +264,13 @@ class StageTask(luigi.Task):
         # other files only once it has passed.
         staged: dict[Path, Path] = {}
         try:
+            # The output first: a stage writing side files from the same pass over its
+            # records (flatten) has them complete only once its output is written.
+            output = stage_file(Path(target.path), result.payload)
+            staged[Path(target.path)] = output
             for name, data in result.side_files.items():
                 if name != result.rejects_name:
                     staged[folder / name] = stage_file(folder / name, data)
-            staged[Path(target.path)] = stage_file(Path(target.path), result.payload)
             result.settle()
             if result.result is not None:
                 for notice in result.result.notices:
@@ -287,7 +290,9 @@ class StageTask(luigi.Task):
                 temporary.unlink(missing_ok=True)
             raise
         for path, temporary in staged.items():  # side files first, the output last
-            commit_staged(temporary, path)
+            if temporary is not output:
+                commit_staged(temporary, path)
+        commit_staged(output, Path(target.path))
         target.write_manifest(
             {
                 "task": self.get_task_family(),

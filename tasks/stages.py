@@ -7,6 +7,8 @@ out and Distill reads that file. Single-stage commands build the same tasks with
 for inputs instead of upstream tasks. Each task carries its inputs and its own options objects.
 """
 
+import tempfile
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -17,7 +19,7 @@ from skillsft.pipeline import workdir
 from skillsft.pipeline.envs import get_env
 from skillsft.pipeline.formats import jsonio
 from skillsft.pipeline.formats.record_files import TRAJECTORIES, load_records
-from skillsft.pipeline.formats.record_stream import array_chunks, lines_chunks
+from skillsft.pipeline.formats.record_stream import array_chunks
 from skillsft.pipeline.selection import SelectionOptions
 from skillsft.pipeline.stages.aggregate import AggregateOptions
 from skillsft.pipeline.stages.distill import DistillOptions
@@ -184,26 +186,53 @@ class Flatten(StageTask):
             LoadedRecords,
             iter_records,
         )
-        from skillsft.pipeline.stages.flatten import flatten
+        from skillsft.pipeline.stages.flatten import iter_flattened
 
         spec = get_env(self.env)
         path = self.input_files()[0]
         loaded: LoadedRecords[Any] = LoadedRecords([])
         options = replace(self.flatten, input_name=str(path))
-        # The conversations stream in (one held at a time); the loader's rejects and counters
-        # are complete once flatten has read them all.
-        result = flatten(iter_records(path, CONVERSATIONS, self.stage, loaded), spec, options)
-        result.absorb_load(loaded)
+        # The conversations stream in and the records out, one conversation's worth held at a
+        # time: the corpus is written as the records come, its .jsonl and provenance lines go
+        # to spools on disk meanwhile and are copied into place after it.
+        result, pairs = iter_flattened(iter_records(path, CONVERSATIONS, self.stage, loaded),
+                                       spec, options)
+        lines, provenance = Spool(), Spool()
+
+        def records() -> Iterator[Any]:
+            for record, origin in pairs:
+                lines.write(jsonio.dumps_line(record))
+                provenance.write(jsonio.dumps_line(origin))
+                yield record
+            result.absorb_load(loaded)
+
         stem = self.output_file().stem
         provenance_name = f"{stem.removesuffix('_data')}_provenance.jsonl"
         return StageOutput.of(
-            result, array_chunks(result.records), input_name=str(path),
+            result, array_chunks(records()), input_name=str(path),
             rejects_name=workdir.REJECTS["flatten"],
-            side_files={
-                f"{stem}.jsonl": lines_chunks(result.records),
-                provenance_name: lines_chunks(result.extras["provenance"]),
-            },
+            side_files={f"{stem}.jsonl": lines.chunks(),
+                        provenance_name: provenance.chunks()},
         )
+
+
+class Spool:
+    """Bytes written while one stream is consumed, read back afterwards (a stage writing two
+    files from one pass over its records): an anonymous temporary file, so they are held on
+    disk, not in memory."""
+
+    def __init__(self) -> None:
+        # Closed by `chunks`, or with the object if the stage fails before it reads back.
+        self.file = tempfile.TemporaryFile()  # noqa: SIM115
+
+    def write(self, data: bytes) -> None:
+        self.file.write(data)
+
+    def chunks(self) -> Iterator[bytes]:
+        """Everything written, in order; call once, after the writing stream is done."""
+        with self.file:
+            self.file.seek(0)
+            yield from iter(lambda: self.file.read(1 << 20), b"")
 
 
 SINGLE_STAGE_TASKS: dict[str, type[StageTask]] = {
