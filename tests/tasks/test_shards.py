@@ -162,3 +162,28 @@ def test_two_worker_processes_share_the_shards(
     assert max(server.stats.paid_by_prompt.values()) == 1
     assert server.stats.paid_by_prompt == alone_server.stats.paid_by_prompt
     assert server.stats.peak_in_flight <= 3
+
+
+def test_a_shard_reads_its_records_through_the_index_and_refuses_a_changed_file(
+        tmp_path: Path) -> None:
+    from skillsft.pipeline.errors import InputError
+    from skillsft.pipeline.formats import jsonio
+    from skillsft.pipeline.formats.record_stream import scan_array
+    from skillsft.pipeline.shards import index_spans, partition
+    from skillsft.tasks.shards import read_part
+
+    records = [{"env_id": f"env{n}", "task": "t", "trajectories": []} for n in range(9)]
+    source = tmp_path / "processed_trajectories.json"
+    source.write_bytes(jsonio.dumps(records))
+    with open(source, "rb") as handle:
+        parts = index_spans(scan_array(handle), 2)
+    index = tmp_path / "index.json"
+    index.write_bytes(orjson.dumps({
+        "source": str(source), "bytes": source.stat().st_size,
+        "parts": [{"positions": p.positions, "spans": p.spans} for p in parts]}))
+    for shard, copied in enumerate(partition(records, 2)):
+        part = read_part(index, source, shard, tmp_path / "no-part-file.json")
+        assert part["records"] == copied.records and part["positions"] == copied.positions
+    source.write_bytes(jsonio.dumps(records[:-1]))
+    with pytest.raises(InputError, match="changed after it was split"):
+        read_part(index, source, 0, tmp_path / "no-part-file.json")
