@@ -1,7 +1,9 @@
 """End-to-end benchmark: the ALFWorld pipeline, unsharded, sharded and on two worker processes.
 
     .venv/bin/python bench/end_to_end.py [--envs 700] [--latency 0.1] [--concurrency 16]
-        [--double] [--skip-sequential]
+        [--double] [--skip-sequential] [--modes unsharded,sharded,two-workers]
+        [--profile] [--cprofile FILE] [--scale [--scale-trajectories 20000]
+        [--scale-latency 0.02]]
 
 Builds a corpus of N env folders by replicating examples/rollouts/alfworld (3 trajectories each,
 so 700 envs are 2,100 trajectories; each copy's initial observation is made unique, so no two
@@ -18,10 +20,23 @@ For each: wall time, teacher requests, the ideal time (requests x latency / conc
 machine-wide limit holds across both workers, so the ideal is the same for all), measured /
 ideal, peak RSS of each `skillsft` process, and the size of the journal. `--double` runs the
 three parallel modes again on twice the corpus, to show that peak memory stays flat.
+`--scale` adds one run of 20,000 trajectories (one worker, default shards, 20 ms latency by
+default, to keep it short).
+
+`--profile` adds, per run, where the time above the ideal goes, stage by stage, from the
+manifests the run left (`wall_seconds`, `cpu_seconds`, teacher requests): each stage's own
+ideal (its requests x latency / concurrency), its CPU (parsing, rendering, JSON, the teacher
+client) and the rest (waiting: on the teacher, or on the other cores), and the time outside
+every stage (start-up, pre-flight, scheduling, the summary). `--cprofile FILE` runs the first
+mode under cProfile (the main thread: Luigi's worker and the stages; the teacher client's
+threads are not in it) and prints the functions that took the most time.
 """
 
 import argparse
+import json
+import math
 import os
+import pstats
 import shutil
 import socket
 import subprocess
@@ -83,6 +98,16 @@ def start_luigid(folder: Path) -> tuple[subprocess.Popen, str]:
 
 
 @dataclass
+class StageTime:
+    stage: str
+    tasks: int
+    wall: float  # summed over the stage's tasks (shards run one after another in one worker)
+    cpu: float
+    requests: int
+    peak_rss_mib: float = 0.0  # the worker's high-water mark when the stage's last task ended
+
+
+@dataclass
 class Row:
     mode: str
     trajectories: int
@@ -92,13 +117,37 @@ class Row:
     ideal: float
     rss_mib: list[float]
     journal_mib: float
+    stages: list[StageTime]
+
+
+STAGE_ORDER = ("parse", "split", "memories", "aggregate", "distill", "flatten", "skill_document",
+               "report")
+
+
+def stage_times(work: Path) -> list[StageTime]:
+    """Per stage, from every manifest the run left (shards' included): wall, CPU, requests
+    (from the stage's own manifest: a merge's holds its shards' requests)."""
+    found: dict[str, StageTime] = {}
+    for path in sorted(work.rglob("*.manifest.json")):
+        manifest = json.loads(path.read_text())
+        stage = str(manifest.get("stage") or manifest.get("task"))
+        row = found.setdefault(stage, StageTime(stage, 0, 0.0, 0.0, 0))
+        row.tasks += 1
+        row.wall += float(manifest.get("wall_seconds") or 0.0)
+        row.cpu += float(manifest.get("cpu_seconds") or 0.0)
+        row.peak_rss_mib = max(row.peak_rss_mib, float(manifest.get("peak_rss_mib") or 0.0))
+        if "shards" not in path.relative_to(work).parts:
+            row.requests += sum(int(u.get("calls_new", 0)) for u in manifest.get("teacher") or [])
+    rank = {name: i for i, name in enumerate(STAGE_ORDER)}
+    return sorted(found.values(), key=lambda r: (rank.get(r.stage, len(rank)), r.stage))
 
 
 def skillsft_command(rollouts: Path, work: Path, base_url: str, concurrency: int,
-                     shards: int, *extra: str) -> list[str]:
+                     shards: int, *extra: str, cprofile: Path | None = None) -> list[str]:
+    profiler = ["-m", "cProfile", "-o", str(cprofile)] if cprofile else []
     return [
         sys.executable, "-c", RSS_WRAPPER,
-        sys.executable, "-m", "skillsft", "run", "alfworld", "--teacher", "openai",
+        sys.executable, *profiler, "-m", "skillsft", "run", "alfworld", "--teacher", "openai",
         "--base-url", base_url, "--rollout-dir", str(rollouts), "--work-dir", str(work),
         # --max-concurrency pins the limit: the teacher's adaptive limit would otherwise grow
         # past `concurrency` and the one-at-a-time baseline would not be one at a time.
@@ -109,7 +158,8 @@ def skillsft_command(rollouts: Path, work: Path, base_url: str, concurrency: int
 
 
 def measure(mode: str, rollouts: Path, trajectories: int, work: Path, latency: float,
-            concurrency: int, shards: int, processes: int, scratch: Path) -> Row:
+            concurrency: int, shards: int, processes: int, scratch: Path,
+            cprofile: Path | None = None) -> Row:
     server = FakeOpenAIServer(ServerConfig(latency=latency, responder=stage_responder)).start()
     luigid = None
     extra: list[str] = []
@@ -122,7 +172,8 @@ def measure(mode: str, rollouts: Path, trajectories: int, work: Path, latency: f
     try:
         started = time.perf_counter()
         running = [subprocess.Popen(
-            skillsft_command(rollouts, work, server.base_url, concurrency, shards, *extra),
+            skillsft_command(rollouts, work, server.base_url, concurrency, shards, *extra,
+                             cprofile=cprofile),
             cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
             for _ in range(processes)]
         outputs = [process.communicate()[0] for process in running]
@@ -139,7 +190,7 @@ def measure(mode: str, rollouts: Path, trajectories: int, work: Path, latency: f
     rss = [int(out.rsplit("MAXRSS", 1)[1].split()[0]) / 1024 for out in outputs]
     journal = sum(p.stat().st_size for p in (work / "journal").glob("*.jsonl"))
     return Row(mode, trajectories, wall, requests, peak, requests * latency / concurrency, rss,
-               journal / 2**20)
+               journal / 2**20, stage_times(work))
 
 
 def print_rows(rows: list[Row], latency: float, concurrency: int) -> None:
@@ -154,6 +205,28 @@ def print_rows(rows: list[Row], latency: float, concurrency: int) -> None:
               f"{rss:>28} {row.journal_mib:>11.1f}")
 
 
+def print_profile(rows: list[Row], latency: float, concurrency: int) -> None:
+    """Where each run's time above the ideal went, stage by stage."""
+    for row in rows:
+        print(f"\n{row.mode}, {row.trajectories} trajectories: wall {row.wall:.1f} s, "
+              f"ideal {row.ideal:.1f} s")
+        print(f"  {'stage':<16} {'tasks':>5} {'wall s':>7} {'cpu s':>7} {'requests':>8} "
+              f"{'ideal s':>8} {'above s':>8} {'waiting s':>9} {'RSS MiB':>8}")
+        for stage in row.stages:
+            ideal = stage.requests * latency / concurrency
+            print(f"  {stage.stage:<16} {stage.tasks:>5} {stage.wall:>7.2f} {stage.cpu:>7.2f} "
+                  f"{stage.requests:>8} {ideal:>8.2f} {stage.wall - ideal:>8.2f} "
+                  f"{max(0.0, stage.wall - stage.cpu):>9.2f} {stage.peak_rss_mib:>8.0f}")
+        inside = sum(stage.wall for stage in row.stages)
+        print(f"  {'outside stages':<16} {'':>5} {row.wall - inside:>7.2f}   (start-up, "
+              "pre-flight, scheduling, summary; with 2 workers the stages overlap)")
+
+
+def print_cprofile(path: Path, top: int = 25) -> None:
+    print(f"\ncProfile of the first run (main thread), top {top} by own time:")
+    pstats.Stats(str(path), stream=sys.stdout).sort_stats("tottime").print_stats(top)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--envs", type=int, default=700)
@@ -162,30 +235,66 @@ def main() -> None:
     parser.add_argument("--double", action="store_true",
                         help="also run the parallel modes on twice the corpus")
     parser.add_argument("--skip-sequential", action="store_true")
+    parser.add_argument("--modes", default="unsharded,sharded,two-workers",
+                        help="which parallel modes to run, comma-separated")
+    parser.add_argument("--profile", action="store_true",
+                        help="per-stage wall, CPU and ideal of every run, from its manifests")
+    parser.add_argument("--cprofile", type=Path, default=None,
+                        help="run the first mode under cProfile, save the profile here")
+    parser.add_argument("--scale", action="store_true",
+                        help="also run one worker, default shards, on --scale-trajectories")
+    parser.add_argument("--scale-trajectories", type=int, default=20_000)
+    parser.add_argument("--scale-latency", type=float, default=0.02)
     args = parser.parse_args()
+    wanted = set(args.modes.split(","))
 
     scratch = Path(tempfile.mkdtemp(prefix="skillsft-bench-"))
     rows: list[Row] = []
+    scale_rows: list[Row] = []
     try:
         for factor in (1, 2) if args.double else (1,):
             rollouts = scratch / f"rollouts-x{factor}"
             trajectories = build_corpus(rollouts, args.envs * factor)
             shards = auto_shards(trajectories)
-            modes = [("1 worker, unsharded", args.concurrency, 1, 1),
-                     (f"1 worker, {shards} shards", args.concurrency, shards, 1),
-                     (f"2 workers, {shards} shards", args.concurrency, shards, 2)]
+            modes = [(name, label, args.concurrency, count, processes)
+                     for name, label, count, processes in (
+                         ("unsharded", "1 worker, unsharded", 1, 1),
+                         ("sharded", f"1 worker, {shards} shards", shards, 1),
+                         ("two-workers", f"2 workers, {shards} shards", shards, 2))
+                     if name in wanted]
             if factor == 1 and not args.skip_sequential:
-                modes.insert(0, ("sequential", 1, 1, 1))
-            for mode, concurrency, count, processes in modes:
+                modes.insert(0, ("sequential", "sequential", 1, 1, 1))
+            for _, mode, concurrency, count, processes in modes:
                 work = scratch / f"work-x{factor}-{len(rows)}"
+                profiled = args.cprofile if not rows else None
                 row = measure(mode, rollouts, trajectories, work, args.latency, concurrency,
-                              count, processes, scratch)
+                              count, processes, scratch, cprofile=profiled)
                 if concurrency != args.concurrency:  # the baseline's ideal is its own
                     row.ideal = row.requests * args.latency / concurrency
                 rows.append(row)
                 print(f"  done: {mode} ({trajectories} trajectories) in {row.wall:.1f} s",
                       file=sys.stderr)
-        print_rows(rows, args.latency, args.concurrency)
+            shutil.rmtree(rollouts)
+        if args.scale:
+            rollouts = scratch / "rollouts-scale"
+            trajectories = build_corpus(rollouts, math.ceil(args.scale_trajectories / 3))
+            shards = auto_shards(trajectories)
+            row = measure(f"1 worker, {shards} shards", rollouts, trajectories,
+                          scratch / "work-scale", args.scale_latency, args.concurrency, shards, 1,
+                          scratch)
+            scale_rows.append(row)
+            print(f"  done: scale ({trajectories} trajectories) in {row.wall:.1f} s",
+                  file=sys.stderr)
+        if rows:
+            print_rows(rows, args.latency, args.concurrency)
+        if scale_rows:
+            print()
+            print_rows(scale_rows, args.scale_latency, args.concurrency)
+        if args.profile:
+            print_profile(rows, args.latency, args.concurrency)
+            print_profile(scale_rows, args.scale_latency, args.concurrency)
+        if args.cprofile and rows:
+            print_cprofile(args.cprofile)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 

@@ -6,8 +6,12 @@ and the estimate's scratch dir; the teacher journal lives in `journal/`. Targets
 the report, publish and the CLI ask this module instead of spelling names themselves.
 """
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+import orjson
 
 from skillsft.schemas.stages import STAGES
 
@@ -50,6 +54,23 @@ def published(env: str) -> str:
 def manifest_for(output: Path) -> Path:
     """The manifest beside any output file (which may live outside a work dir)."""
     return output.parent / STATE_DIR / f"{output.name}{MANIFEST_SUFFIX}"
+
+
+def read_manifests(folder: Path) -> Iterator[tuple[str, dict[str, Any] | str]]:
+    """Every manifest of a work dir, sorted by output file name: (output name, the manifest),
+    or (output name, why it cannot be used) for one that is unreadable or not an object. The
+    one reader of the manifests as a set (the report, the summary, tests)."""
+    for path in sorted((folder / STATE_DIR).glob(f"*{MANIFEST_SUFFIX}")):
+        name = path.name.removesuffix(MANIFEST_SUFFIX)
+        try:
+            manifest = orjson.loads(path.read_bytes())
+        except (OSError, orjson.JSONDecodeError) as exc:
+            yield name, f"{path}: unreadable manifest skipped ({exc})"
+            continue
+        if not isinstance(manifest, dict):
+            yield name, f"{path}: manifest is not a JSON object; skipped"
+            continue
+        yield name, manifest
 
 
 def failure_for(output: Path) -> Path:

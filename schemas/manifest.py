@@ -22,4 +22,6 @@ class Manifest(BaseModel):
     counts: dict[str, int] = Field(default_factory=dict)
     teacher: list[dict[str, Any]] = Field(default_factory=list)
     wall_seconds: float = 0.0
+    cpu_seconds: float = 0.0  # this process's CPU while the stage ran (0 in older manifests)
+    peak_rss_mib: float = 0.0  # the process's memory high-water mark when the stage ended
     written_at: str = ""

@@ -8,6 +8,7 @@ and how re-runs are decided lives here, once.
 import contextlib
 import hashlib
 import os
+import resource
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -18,6 +19,7 @@ from typing import Any, ClassVar
 import luigi
 import orjson
 
+from skillsft.pipeline.durable import commit_staged, stage_file
 from skillsft.pipeline.envs import get_env
 from skillsft.pipeline.formats import jsonio
 from skillsft.pipeline.options import declared_values, shaping_values
@@ -34,12 +36,17 @@ from skillsft.tasks.teacher import TeacherParameter
 CODE_VERSION = "1"
 
 
+# A file's bytes, or its chunks in order when a stage streams its records out
+# (pipeline/formats/record_stream.py); chunks are consumed once, when the file is written.
+FileBytes = bytes | Iterable[bytes]
+
+
 @dataclass
 class StageOutput:
-    payload: bytes
+    payload: FileBytes
     counts: dict[str, int] = field(default_factory=dict)
     teacher: list[dict[str, Any]] = field(default_factory=list)
-    side_files: dict[str, bytes] = field(default_factory=dict)  # name beside output -> bytes
+    side_files: dict[str, FileBytes] = field(default_factory=dict)  # name beside output -> bytes
     rejects_name: str = ""
     # The stage function's result, judged by the failure rule (stages/outcome.py) from its
     # fixed counters after the side files (its rejects file among them, named `rejects_name`)
@@ -52,19 +59,22 @@ class StageOutput:
     failure: Exception | None = None
 
     @classmethod
-    def of(cls, result: StageResult[Any], payload: bytes, *, input_name: str,
-           rejects_name: str, side_files: dict[str, bytes] | None = None) -> "StageOutput":
+    def of(cls, result: StageResult[Any], payload: FileBytes, *, input_name: str,
+           rejects_name: str, side_files: dict[str, FileBytes] | None = None) -> "StageOutput":
         """The output of a stage function's result: its counters and teacher usage go to the
-        manifest, its rejects to `rejects_name`, and `run()` judges it."""
-        return cls(
-            payload=payload,
-            counts=result.counts,
-            teacher=[stats.model_dump(mode="json") for stats in result.teacher],
-            side_files={**(side_files or {}), rejects_name: jsonio.dumps_lines(result.rejects)},
-            rejects_name=rejects_name,
-            result=result,
-            input_name=input_name,
-        )
+        manifest, its rejects to `rejects_name`, and `run()` judges it. The payload may stream
+        the result's records; the result is read only once the files are written (`settle`)."""
+        return cls(payload=payload, side_files=dict(side_files or {}),
+                   rejects_name=rejects_name, result=result, input_name=input_name)
+
+    def settle(self) -> None:
+        """Take the counters, teacher usage and rejects from the stage's result: a stage that
+        streams its records fills them in as the records are written."""
+        if self.result is None:
+            return
+        self.counts = self.result.counts
+        self.teacher = [stats.model_dump(mode="json") for stats in self.result.teacher]
+        self.side_files[self.rejects_name] = jsonio.dumps_lines(self.result.rejects)
 
 
 # Signatures of inputs from outside the graph, and the fingerprints made of them, kept only
@@ -274,29 +284,45 @@ class StageTask(luigi.Task):
         return StageTarget(self.output_file(), self.fingerprint())
 
     def run(self) -> None:
-        started = time.monotonic()
+        started, cpu_started = time.monotonic(), time.process_time()
         result = self.compute()
-        if result.result is not None:
-            for notice in result.result.notices:
-                print(f"skillsft: {self.stage_name()}: {notice}", file=sys.stderr)
         target = self.output()
         folder = target_dir(target)
-        # The rejects file first, so a stage that fails below has listed what it dropped; the
-        # other side files (a corpus .jsonl, provenance) only once the stage has passed.
-        if result.rejects_name in result.side_files:
-            write_bytes_atomically(folder / result.rejects_name,
-                                   result.side_files[result.rejects_name])
-        if result.failure is not None:
-            raise result.failure
-        if result.result is not None:
-            # The one place the failure rule is applied.
-            rule = getattr(self, "failure", FailureRule())
-            outcome = outcome_of(result.result, self.stage_name(), result.input_name)
-            check_outcome(outcome, rule.max_failure_rate, str(folder / result.rejects_name))
-        for name, data in result.side_files.items():
-            if name != result.rejects_name:
-                write_bytes_atomically(folder / name, data)
-        target.write(result.payload)
+        # Every output is staged first (a temporary file beside it, a streamed one written a
+        # record at a time); the result is complete only then. The rejects file goes in place
+        # before the stage is judged, so a failing stage still lists what it dropped; the
+        # other files only once it has passed.
+        staged: dict[Path, Path] = {}
+        try:
+            # The output first: a stage writing side files from the same pass over its
+            # records (flatten) has them complete only once its output is written.
+            output = stage_file(Path(target.path), result.payload)
+            staged[Path(target.path)] = output
+            for name, data in result.side_files.items():
+                if name != result.rejects_name:
+                    staged[folder / name] = stage_file(folder / name, data)
+            result.settle()
+            if result.result is not None:
+                for notice in result.result.notices:
+                    print(f"skillsft: {self.stage_name()}: {notice}", file=sys.stderr)
+            if result.rejects_name in result.side_files:
+                write_bytes_atomically(folder / result.rejects_name,
+                                       result.side_files[result.rejects_name])
+            if result.failure is not None:
+                raise result.failure
+            if result.result is not None:
+                # The one place the failure rule is applied.
+                rule = getattr(self, "failure", FailureRule())
+                outcome = outcome_of(result.result, self.stage_name(), result.input_name)
+                check_outcome(outcome, rule.max_failure_rate, str(folder / result.rejects_name))
+        except BaseException:
+            for temporary in staged.values():
+                temporary.unlink(missing_ok=True)
+            raise
+        for path, temporary in staged.items():  # side files first, the output last
+            if temporary is not output:
+                commit_staged(temporary, path)
+        commit_staged(output, Path(target.path))
         target.write_manifest(
             {
                 "task": self.get_task_family(),
@@ -307,6 +333,13 @@ class StageTask(luigi.Task):
                 "counts": result.counts,
                 "teacher": result.teacher,
                 "wall_seconds": round(time.monotonic() - started, 3),
+                # CPU of this process meanwhile (the teacher client's threads included): the
+                # rest of the wall time was spent waiting, mostly on the teacher.
+                "cpu_seconds": round(time.process_time() - cpu_started, 3),
+                # The process's memory high-water mark so far: the first stage whose manifest
+                # shows the run's peak is the one that reached it.
+                "peak_rss_mib": round(
+                    resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
                 "written_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             }
         )

@@ -9,26 +9,26 @@ from pathlib import Path
 from typing import Any
 
 import luigi
-import orjson
 
-from skillsft.pipeline.formats import jsonio
+from skillsft.pipeline.formats.record_stream import array_chunks
 from skillsft.pipeline.stages.result import StageResult
-from skillsft.pipeline.stages.shards import ShardResult, merge_results
+from skillsft.pipeline.stages.shards import ShardFile, merge_files
 from skillsft.pipeline.teacher.base import BatchStats
 from skillsft.schemas import Reject
 from skillsft.tasks.base import StageOutput, StageTask
 
 
-def read_shards(stage_task: StageTask) -> tuple[list[ShardResult], str, list[dict[str, Any]]]:
-    """The shard results in shard order, the input's name, and each shard's teacher usage."""
-    results, usage, source = [], [], ""
+def read_shards(stage_task: StageTask) -> tuple[list[ShardFile], str, list[dict[str, Any]]]:
+    """The shard files in shard order (opened lazily), the input's name, and each shard's
+    teacher usage."""
+    files, usage, source = [], [], ""
     for target in luigi.task.flatten(stage_task.input()):
-        data = orjson.loads(Path(target.path).read_bytes())
-        results.append(ShardResult.from_json(data))
-        source = data["source"]
+        part = ShardFile.open(Path(target.path))
+        files.append(part)
+        source = part.head["source"]
         manifest = target.read_manifest()
         usage.extend(manifest.teacher if manifest else [])
-    return results, source, usage
+    return files, source, usage
 
 
 def merged_usage(usage: list[dict[str, Any]]) -> list[BatchStats]:
@@ -44,11 +44,13 @@ def merged_usage(usage: list[dict[str, Any]]) -> list[BatchStats]:
 def merge_shards(task: StageTask, rejects_name: str) -> StageOutput:
     """The stage's output from its shards' files: what the unsharded stage writes."""
     parts, source, usage = read_shards(task)
-    merged = merge_results(parts)
+    merged = merge_files(parts)
+    # The records stream from the shards' files into the output; the result holds none (the
+    # failure rule reads only its counters).
     result: StageResult[Any] = StageResult(
-        merged.items, [Reject.model_validate(r) for r in merged.rejects], merged.counts,
+        [], [Reject.model_validate(r) for r in merged.rejects], merged.counts,
         unit="trajectories", teacher=merged_usage(usage))
-    return StageOutput.of(result, jsonio.dumps(merged.items), input_name=source,
+    return StageOutput.of(result, array_chunks(merged.items), input_name=source,
                           rejects_name=rejects_name)
 
 

@@ -12,25 +12,30 @@ manifest under `shards/` in the work dir, so Luigi workers — in one process, i
 and a shard done is never done again. Two processes that do meet on one shard (no central
 scheduler) still pay for each request once: the journal's claims see to it.
 
-The split reads the stage-1 file once and writes each shard's records with their positions, so
-a shard task reads only its own records (not the whole corpus) before it calls the teacher.
+The split reads the stage-1 file once, as a stream, and writes an index: for each shard, its
+records' positions and byte spans in that file. A shard task seeks to its own records (not the
+whole corpus, and no copy of them) before it calls the teacher; the merge streams the shards'
+files in order (pipeline/stages/shards.py).
 The merges keep the unsharded fingerprint (their upstream is still stage 1), so changing N
 never invalidates a finished stage or anything after it. skillsft/graph.py composes them.
 """
 
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import luigi
 import orjson
 
 from skillsft.pipeline.envs import get_env
+from skillsft.pipeline.errors import InputError
 from skillsft.pipeline.formats import jsonio
 from skillsft.pipeline.formats.file_kinds import check_kind
 from skillsft.pipeline.formats.record_files import TRAJECTORIES, LoadedRecords, validate_records
+from skillsft.pipeline.formats.record_stream import NotAnArray, read_span, scan_array
 from skillsft.pipeline.stages.result import StageResult
-from skillsft.pipeline.stages.shards import ShardResult, partition
+from skillsft.pipeline.stages.shards import ShardResult, index_spans, shard_file_chunks
 from skillsft.pipeline.stages.skill_selection import scorer_for
 from skillsft.pipeline.teacher.plan import build_teacher, embedding_client
 from skillsft.tasks.base import StageOutput, StageTask
@@ -44,7 +49,9 @@ def part_name(shard: int, shards: int) -> str:
 
 
 class SplitTrajectories(StageTask):
-    """The stage-1 records cut into `shards` parts, each with the records' positions."""
+    """Which of stage 1's records each of `shards` parts holds: an index of positions and
+    byte spans into stage 1's file (no record is copied). Work dirs split before the index
+    kept copied part files beside it; their shards still read those."""
 
     stage = "split"
     shards = luigi.IntParameter()  # significant here: it shapes the parts
@@ -61,21 +68,47 @@ class SplitTrajectories(StageTask):
 
     def compute(self) -> StageOutput:
         source = self.input_files()[0]
-        records = jsonio.load(source)
-        check_kind(source, records, "processed trajectories")
-        if not isinstance(records, list):
-            raise ValueError(f"{source}: expected a JSON list of processed trajectories")
-        parts = partition(records, self.shards)
+        with open(source, "rb") as handle:
+            parts = index_spans(checked_elements(source, handle), self.shards)
         return StageOutput(
-            payload=jsonio.dumps({"source": str(source),
-                                  "sizes": [len(p.positions) for p in parts]}),
-            counts={"inputs": len(records), "outputs": len(parts)},
-            side_files={
-                part_name(i, self.shards): orjson.dumps(
-                    {"source": str(source), "positions": p.positions, "records": p.records})
-                for i, p in enumerate(parts)
-            },
+            payload=orjson.dumps({
+                "source": str(source), "bytes": source.stat().st_size,
+                "sizes": [len(p.positions) for p in parts],
+                "parts": [{"positions": p.positions, "spans": p.spans} for p in parts]}),
+            counts={"inputs": sum(len(p.positions) for p in parts), "outputs": len(parts)},
         )
+
+
+def checked_elements(source: Path, handle: BinaryIO) -> Iterator[tuple[int, bytes, Any]]:
+    """Stage 1's elements (offset, bytes, record), after the checks a loader makes on the
+    file."""
+    elements = scan_array(handle)
+    try:
+        first = next(elements, None)
+    except NotAnArray as exc:
+        raise ValueError(f"{source}: expected a JSON list of processed trajectories, got "
+                         f"{exc.kind}") from None
+    if first is None:
+        return
+    check_kind(source, [first[2]], "processed trajectories")
+    yield first
+    yield from elements
+
+
+def read_part(index_path: Path, source: Path, shard: int, old_part: Path) -> dict[str, Any]:
+    """One shard's records: through the split's index of spans into `source` (stage 1's file
+    where it is now), or (a work dir split by an earlier version) from the part file it
+    copied."""
+    index = orjson.loads(index_path.read_bytes())
+    if "parts" not in index:
+        return orjson.loads(old_part.read_bytes())  # type: ignore[no-any-return]
+    if source.stat().st_size != index["bytes"]:
+        raise InputError(f"{source} changed after it was split into shards ({index_path}); "
+                         f"delete {index_path.parent} and re-run to split it anew")
+    part = index["parts"][shard]
+    with open(source, "rb") as handle:
+        records = [read_span(handle, offset, length) for offset, length in part["spans"]]
+    return {"source": str(source), "positions": part["positions"], "records": records}
 
 
 class ShardOf:
@@ -96,7 +129,8 @@ class ShardOf:
 
     def read_part(self) -> dict[str, Any]:
         split: SplitTrajectories = self.inputs[0]  # type: ignore[attr-defined]
-        return orjson.loads(split.part_path(self.shard).read_bytes())  # type: ignore[no-any-return]
+        return read_part(split.output_file(), split.input_files()[0], self.shard,
+                         split.part_path(self.shard))
 
     def worker_mark(self) -> dict[str, Any]:
         """Which worker made this shard (kept in its file: tests and users can see how the
@@ -107,8 +141,8 @@ class ShardOf:
         return {"host": socket.gethostname(), "pid": os.getpid()}
 
 
-def shard_payload(result: ShardResult, source: str, worker: dict[str, Any]) -> bytes:
-    return orjson.dumps({**result.to_json(), "source": source, "worker": worker})
+def shard_payload(result: ShardResult, source: str, worker: dict[str, Any]) -> Iterator[bytes]:
+    return shard_file_chunks(result, {"source": source, "worker": worker})
 
 
 def shard_result(result: StageResult[Any], loaded: LoadedRecords[Any]) -> ShardResult:

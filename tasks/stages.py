@@ -7,6 +7,8 @@ out and Distill reads that file. Single-stage commands build the same tasks with
 for inputs instead of upstream tasks. Each task carries its inputs and its own options objects.
 """
 
+import tempfile
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -17,6 +19,7 @@ from skillsft.pipeline import workdir
 from skillsft.pipeline.envs import get_env
 from skillsft.pipeline.formats import jsonio
 from skillsft.pipeline.formats.record_files import TRAJECTORIES, load_records
+from skillsft.pipeline.formats.record_stream import array_chunks
 from skillsft.pipeline.formats.rollouts.selection import SelectionOptions
 from skillsft.pipeline.stages.aggregate import AggregateOptions
 from skillsft.pipeline.stages.distill import DistillOptions
@@ -43,11 +46,13 @@ class ParseRollouts(StageTask):
         return {"rollout_dir": signature_of_tree(Path(self.rollout_dir))}
 
     def compute(self) -> StageOutput:
-        from skillsft.pipeline.stages.parse import parse_rollouts
+        from skillsft.pipeline.stages.parse import iter_parsed
 
-        result = parse_rollouts(Path(self.rollout_dir), get_env(self.env), self.selection,
-                                progress=True)
-        return StageOutput.of(result, jsonio.dumps(result.records), input_name=self.rollout_dir,
+        # The records stream into the file as they are built (one held at a time); the
+        # result's counters are complete once they are written.
+        result, records = iter_parsed(Path(self.rollout_dir), get_env(self.env), self.selection,
+                                      progress=True)
+        return StageOutput.of(result, array_chunks(records), input_name=self.rollout_dir,
                               rejects_name=workdir.REJECTS["parse"])
 
 
@@ -90,7 +95,7 @@ class GenerateMemories(ShardedStage):
         options = replace(self.memories, input_name=str(source))
         result = generate_memories(loaded.records, get_env(self.env), options, teacher)
         result.absorb_load(loaded)
-        return StageOutput.of(result, jsonio.dumps(result.records), input_name=str(source),
+        return StageOutput.of(result, array_chunks(result.records), input_name=str(source),
                               rejects_name=workdir.REJECTS["memories"])
 
 
@@ -159,7 +164,7 @@ class Distill(ShardedStage):
         scorer = scorer_for(embedding_client(options.skills, self.teacher, Path(self.work_dir)))
         result = distill(loaded.records, spec, options, teacher, bank, scorer)
         result.absorb_load(loaded)
-        return StageOutput.of(result, jsonio.dumps(result.records), input_name=str(source),
+        return StageOutput.of(result, array_chunks(result.records), input_name=str(source),
                               rejects_name=workdir.REJECTS["distill"])
 
 
@@ -174,25 +179,58 @@ class Flatten(StageTask):
         return workdir.corpus(self.env)
 
     def compute(self) -> StageOutput:
-        from skillsft.pipeline.formats.record_files import CONVERSATIONS
-        from skillsft.pipeline.stages.flatten import flatten
+        from skillsft.pipeline.formats.record_files import (
+            CONVERSATIONS,
+            LoadedRecords,
+            iter_records,
+        )
+        from skillsft.pipeline.stages.flatten import iter_flattened
 
         spec = get_env(self.env)
         path = self.input_file("conversations")
-        loaded = load_records(path, CONVERSATIONS, self.stage)
+        loaded: LoadedRecords[Any] = LoadedRecords([])
         options = replace(self.flatten, input_name=str(path))
-        result = flatten(loaded.records, spec, options)
-        result.absorb_load(loaded)
+        # The conversations stream in and the records out, one conversation's worth held at a
+        # time: the corpus is written as the records come, its .jsonl and provenance lines go
+        # to spools on disk meanwhile and are copied into place after it.
+        result, pairs = iter_flattened(iter_records(path, CONVERSATIONS, self.stage, loaded),
+                                       spec, options)
+        lines, provenance = Spool(), Spool()
+
+        def records() -> Iterator[Any]:
+            for record, origin in pairs:
+                lines.write(jsonio.dumps_line(record))
+                provenance.write(jsonio.dumps_line(origin))
+                yield record
+            result.absorb_load(loaded)
+
         stem = self.output_file().stem
         provenance_name = f"{stem.removesuffix('_data')}_provenance.jsonl"
         return StageOutput.of(
-            result, jsonio.dumps(result.records), input_name=str(path),
+            result, array_chunks(records()), input_name=str(path),
             rejects_name=workdir.REJECTS["flatten"],
-            side_files={
-                f"{stem}.jsonl": jsonio.dumps_lines(result.records),
-                provenance_name: jsonio.dumps_lines(result.extras["provenance"]),
-            },
+            side_files={f"{stem}.jsonl": lines.chunks(),
+                        provenance_name: provenance.chunks()},
         )
+
+
+class Spool:
+    """Bytes written while one stream is consumed, read back afterwards (a stage writing two
+    files from one pass over its records): an anonymous temporary file, so they are held on
+    disk, not in memory."""
+
+    def __init__(self) -> None:
+        # Closed by `chunks`, or with the object if the stage fails before it reads back.
+        self.file = tempfile.TemporaryFile()  # noqa: SIM115
+
+    def write(self, data: bytes) -> None:
+        self.file.write(data)
+
+    def chunks(self) -> Iterator[bytes]:
+        """Everything written, in order; call once, after the writing stream is done."""
+        with self.file:
+            self.file.seek(0)
+            yield from iter(lambda: self.file.read(1 << 20), b"")
 
 
 SINGLE_STAGE_TASKS: dict[str, type[StageTask]] = {

@@ -14,7 +14,7 @@ recomputation, never a stale file taken for fresh.
 """
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,8 +23,8 @@ import orjson
 from pydantic import ValidationError
 
 from skillsft.pipeline.durable import write_bytes_atomically
-from skillsft.pipeline.workdir import MANIFEST_SUFFIX, STATE_DIR
 from skillsft.pipeline.workdir import manifest_for as manifest_path_for
+from skillsft.pipeline.workdir import read_manifests
 from skillsft.schemas.manifest import Manifest
 
 __all__ = ["StageTarget", "iter_manifests", "manifest_path_for", "write_bytes_atomically"]
@@ -58,7 +58,7 @@ class StageTarget(luigi.LocalTarget):
         return sum(int(usage.get("retryable_failures", usage.get("calls_failed", 0)))
                    for usage in usages)
 
-    def write(self, data: bytes) -> None:
+    def write(self, data: bytes | Iterable[bytes]) -> None:
         write_bytes_atomically(Path(self.path), data)
 
     def write_manifest(self, manifest: dict[str, Any]) -> None:
@@ -72,9 +72,8 @@ class StageTarget(luigi.LocalTarget):
 
 
 def iter_manifests(folder: Path) -> Iterator[tuple[str, dict[str, Any]]]:
-    """Every manifest in a work dir, by output file name, for the report and the summary."""
-    for path in sorted((folder / STATE_DIR).glob(f"*{MANIFEST_SUFFIX}")):
-        try:
-            yield path.name.removesuffix(MANIFEST_SUFFIX), orjson.loads(path.read_bytes())
-        except (OSError, orjson.JSONDecodeError):
-            continue
+    """Every readable manifest in a work dir, by output file name, for the summary and tests
+    (pipeline/workdir.py reads them; the report lists the unreadable ones as warnings)."""
+    for name, manifest in read_manifests(folder):
+        if not isinstance(manifest, str):
+            yield name, manifest

@@ -11,16 +11,19 @@ is data: one `RecordKind` per kind of file.
 """
 
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from itertools import chain
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
+import orjson
 from pydantic import ValidationError
 
-from skillsft.pipeline.errors import InputError
+from skillsft.pipeline.errors import InputError, UnreadableFile
 from skillsft.pipeline.formats import jsonio
 from skillsft.pipeline.formats.file_kinds import check_kind
+from skillsft.pipeline.formats.record_stream import NotAnArray, iter_array
 from skillsft.schemas import Conversation, Reject, SearchTrajectorySet, TrajectorySet
 from skillsft.schemas.memory import Memory
 
@@ -114,16 +117,55 @@ def load_records(
     counts: Counter[str] = Counter()
     seen: set[str] = set()
     for path in paths:
-        data = jsonio.load(path)
-        check_kind(path, data, kind.name)
-        if not isinstance(data, list):
-            raise InputError(
-                f"{path}: expected a JSON list of {kind.name} (docs/formats.md, "
-                f"'{kind.section}'), got {type(data).__name__}"
-            )
-        _validate(data, str(path), kind, stage, accept, loaded, counts, seen)
+        _validate(stream_records(path, kind), str(path), kind, stage, accept, loaded, counts,
+                  seen)
     loaded.counts = dict(sorted(counts.items()))
     return loaded
+
+
+def iter_records(path: str | Path, kind: RecordKind[T], stage: str,
+                 loaded: LoadedRecords[T]) -> Iterator[T]:
+    """`load_records` of one file as a stream: each valid record is yielded, not kept; the
+    rejects and counters gather in `loaded` (complete once the stream is exhausted), so a
+    stage that reads its input once holds one record of it at a time."""
+    counts: Counter[str] = Counter()
+    seen: set[str] = set()
+    for position, raw in enumerate(stream_records(path, kind)):
+        sink: LoadedRecords[T] = LoadedRecords([])
+        _validate([raw], str(path), kind, stage, None, sink, counts, seen, [position])
+        loaded.rejects.extend(sink.rejects)
+        loaded.reject_positions.extend(sink.reject_positions)
+        loaded.counts = dict(sorted(counts.items()))
+        yield from sink.records
+
+
+def stream_records(path: str | Path, kind: RecordKind[Any]) -> Iterator[Any]:
+    """The raw records of one file, one at a time (the file is never held whole), after the
+    same checks `jsonio.load` + `check_kind` make: the first record tells a file of another
+    kind, and a file that is not a list is an `InputError` naming what to give instead."""
+    records = _raw_records(path)
+    try:
+        first = next(records)
+    except StopIteration:
+        return
+    except NotAnArray:
+        data = jsonio.load(path)  # not a list: small enough to say what it is instead
+        check_kind(path, data, kind.name)
+        raise InputError(
+            f"{path}: expected a JSON list of {kind.name} (docs/formats.md, "
+            f"'{kind.section}'), got {type(data).__name__}"
+        ) from None
+    check_kind(path, [first], kind.name)
+    yield from chain([first], records)
+
+
+def _raw_records(path: str | Path) -> Iterator[Any]:
+    try:
+        yield from iter_array(path)
+    except orjson.JSONDecodeError as exc:
+        raise UnreadableFile(
+            f"{path}: not valid JSON ({exc}); fix or regenerate this file"
+        ) from exc
 
 
 def validate_records(
@@ -140,7 +182,7 @@ def validate_records(
 
 
 def _validate(
-    data: Sequence[Any], path: str, kind: RecordKind[T], stage: str, accept: Accept | None,
+    data: Iterable[Any], path: str, kind: RecordKind[T], stage: str, accept: Accept | None,
     loaded: LoadedRecords[T], counts: Counter[str], seen: set[str],
     positions: Sequence[int] | None = None,
 ) -> None:

@@ -12,7 +12,7 @@
 """
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from skillsft.pipeline.formats.render import BLOCK_TITLE
@@ -83,7 +83,7 @@ class SkillUse:
         return round(count / self.with_block, 4) if self.with_block else 0.0
 
 
-def skill_use(conversations: Sequence[dict]) -> SkillUse:
+def skill_use(conversations: Iterable[dict]) -> SkillUse:
     """Per ShareGPT conversation (system + turns), how many thoughts apply a shown skill."""
     use = SkillUse()
     for conversation in conversations:
@@ -115,13 +115,35 @@ class InstructionLengths:
     chars_max: int
 
 
-def instruction_lengths(instructions: Sequence[str]) -> InstructionLengths:
-    shares = [len(experience_block(t)) / len(t) for t in instructions if t]
-    chars = sorted(len(t) for t in instructions)
-    return InstructionLengths(
-        records=len(instructions),
-        block_share_mean=round(sum(shares) / len(shares), 4) if shares else 0.0,
-        block_share_max=round(max(shares), 4) if shares else 0.0,
-        chars_p50=chars[len(chars) // 2] if chars else 0,
-        chars_max=chars[-1] if chars else 0,
-    )
+class InstructionLengthTally:
+    """`instruction_lengths` one instruction at a time, for a corpus read as a stream: holds
+    two numbers per instruction, not the instructions."""
+
+    def __init__(self) -> None:
+        self.records = 0
+        self.shares: list[float] = []
+        self.chars: list[int] = []
+
+    def add(self, text: str) -> None:
+        self.records += 1
+        if text:
+            self.shares.append(len(experience_block(text)) / len(text))
+        self.chars.append(len(text))
+
+    def result(self) -> InstructionLengths:
+        chars = sorted(self.chars)
+        shares = self.shares
+        return InstructionLengths(
+            records=self.records,
+            block_share_mean=round(sum(shares) / len(shares), 4) if shares else 0.0,
+            block_share_max=round(max(shares), 4) if shares else 0.0,
+            chars_p50=chars[len(chars) // 2] if chars else 0,
+            chars_max=chars[-1] if chars else 0,
+        )
+
+
+def instruction_lengths(instructions: Iterable[str]) -> InstructionLengths:
+    tally = InstructionLengthTally()
+    for text in instructions:
+        tally.add(text)
+    return tally.result()

@@ -9,7 +9,7 @@ post-checks drop is listed in the rejects too (`dropped_<check>`), but is not a 
 """
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Annotated
 
@@ -33,7 +33,7 @@ class FlattenOptions:
 
 
 def flatten(
-    conversations: Sequence[Conversation],
+    conversations: Iterable[Conversation],
     spec: "EnvSpec",
     options: FlattenOptions | None = None,
 ) -> StageResult[AlpacaRecord]:
@@ -41,51 +41,68 @@ def flatten(
 
     `extras["provenance"]` holds one entry per record, same order: which trajectory and turn
     it came from, so publishing can split by trajectory and the report count per category."""
+    result, pairs = iter_flattened(conversations, spec, options)
+    provenance: list[dict[str, object]] = []
+    for record, origin in pairs:
+        result.records.append(record)
+        provenance.append(origin)
+    result.extras["provenance"] = provenance
+    return result
+
+
+def iter_flattened(
+    conversations: Iterable[Conversation],
+    spec: "EnvSpec",
+    options: FlattenOptions | None = None,
+) -> tuple[StageResult[AlpacaRecord], Iterator[tuple[AlpacaRecord, dict[str, object]]]]:
+    """`flatten` as a stream: the result (records left empty) and each record with its
+    provenance entry, one conversation's worth at a time. The result's rejects and counters
+    are complete once the stream has been taken to its end."""
     options = options or FlattenOptions()
     layout = spec.turn_layout()
     counts: Counter[str] = Counter()
-    records: list[AlpacaRecord] = []
     rejects: list[Reject] = []
-    provenance: list[dict[str, object]] = []
-    for number, conversation in enumerate(conversations):
-        counts["conversations_in"] += 1
-        dropped: list[tuple[int, TextTurn]] = []
-        try:
-            produced = layout.alpaca_records(
-                conversation, spec.postchecks, options.render, counts, dropped
-            )
-        except LayoutError as exc:
-            counts["dropped_unreadable_conversation"] += 1
-            where = conversation.extra_info.env_id or f"conversation {number}"
-            rejects.append(
-                Reject(
-                    stage="flatten",
-                    file=options.input_name,
-                    reason="unreadable_conversation",
-                    detail=f"{where} (item {number}): {exc}; regenerate it with `skillsft distill`",
+    result: StageResult[AlpacaRecord] = StageResult([], rejects, unit="conversations")
+
+    def pairs() -> Iterator[tuple[AlpacaRecord, dict[str, object]]]:
+        made = 0
+        for number, conversation in enumerate(conversations):
+            counts["conversations_in"] += 1
+            dropped: list[tuple[int, TextTurn]] = []
+            try:
+                produced = layout.alpaca_records(
+                    conversation, spec.postchecks, options.render, counts, dropped
                 )
+            except LayoutError as exc:
+                counts["dropped_unreadable_conversation"] += 1
+                where = conversation.extra_info.env_id or f"conversation {number}"
+                rejects.append(
+                    Reject(
+                        stage="flatten",
+                        file=options.input_name,
+                        reason="unreadable_conversation",
+                        detail=f"{where} (item {number}): {exc}; regenerate it with "
+                               "`skillsft distill`",
+                    )
+                )
+                continue
+            info = conversation.extra_info
+            trajectory = info.trajectory_id or info.env_id or f"conversation {number}"
+            rejects.extend(
+                Reject(stage="flatten", file=options.input_name, reason=turn.dropped_by,
+                       trajectory=trajectory, step=f"turn {k}", action=turn.action,
+                       detail=f"{trajectory} turn {k}: post-check dropped action "
+                              f"{turn.action!r}; the turn stays in later histories but is not "
+                              "a record")
+                for k, turn in dropped
             )
-            continue
-        records.extend(produced)
-        info = conversation.extra_info
-        trajectory = info.trajectory_id or info.env_id or f"conversation {number}"
-        rejects.extend(
-            Reject(stage="flatten", file=options.input_name, reason=turn.dropped_by,
-                   trajectory=trajectory, step=f"turn {k}", action=turn.action,
-                   detail=f"{trajectory} turn {k}: post-check dropped action {turn.action!r}; "
-                          "the turn stays in later histories but is not a record")
-            for k, turn in dropped
-        )
-        provenance.extend(
-            {"trajectory_id": info.trajectory_id or info.env_id or f"conversation-{number}",
-             "task_type": info.task_type, "turn": turn, "num_steps": info.num_steps,
-             "source": info.source}
-            for turn in range(len(produced))
-        )
-    counts["records"] = len(records)
-    return StageResult(
-        records, rejects,
-        stage_counts(counts, inputs=counts["conversations_in"], outputs=len(records),
-                     rejected=counts["dropped_unreadable_conversation"]),
-        unit="conversations", extras={"provenance": provenance},
-    )
+            origin = info.trajectory_id or info.env_id or f"conversation-{number}"
+            for turn, record in enumerate(produced):
+                made += 1
+                yield record, {"trajectory_id": origin, "task_type": info.task_type,
+                               "turn": turn, "num_steps": info.num_steps, "source": info.source}
+        counts["records"] = made
+        result.counts = stage_counts(counts, inputs=counts["conversations_in"], outputs=made,
+                                     rejected=counts["dropped_unreadable_conversation"])
+
+    return result, pairs()

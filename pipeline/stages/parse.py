@@ -80,6 +80,24 @@ def parse_rollouts(
     layout the environment expects; any single bad file is a reject, never an exception.
     `workers` (default: up to 2) and `progress` never change the result.
     """
+    result, records = iter_parsed(rollout_dir, spec, options, workers=workers,
+                                  progress=progress)
+    result.records = list(records)
+    return result
+
+
+def iter_parsed(
+    rollout_dir: str | Path,
+    spec: EnvSpec,
+    options: SelectionOptions | None = None,
+    *,
+    workers: int | None = None,
+    progress: bool = False,
+) -> tuple[StageResult[TrajectorySet | SearchTrajectorySet],
+           Iterator[TrajectorySet | SearchTrajectorySet]]:
+    """`parse_rollouts` as a stream: the result (its records left empty) and the records, one
+    at a time. The folder is checked at once; the result's rejects and counters are complete
+    once the records have all been taken (stage 1's task writes them as they come)."""
     options = options or SelectionOptions()
     rollout_dir = Path(rollout_dir)
     check_rollouts(rollout_dir, spec)
@@ -93,21 +111,26 @@ def parse_rollouts(
     options, notices = rollout_format.fit_options(groups, options, counts)
     jobs = [GroupJob(str(rollout_dir), group, options, spec.win_reward) for group in groups]
     rejects: list[Reject] = []
+    result: StageResult[TrajectorySet | SearchTrajectorySet] = StageResult(
+        [], rejects, unit="rollout files", notices=notices)
 
     def collected(results: Iterable[GroupResult]) -> Iterator[GroupResult]:
-        for result in results:
-            rejects.extend(result.rejects)
-            counts.update(result.counts)
-            yield result
+        for group_result in results:
+            rejects.extend(group_result.rejects)
+            counts.update(group_result.counts)
+            yield group_result
 
-    stream = _map_in_order(rollout_format, jobs, workers or default_workers())
-    bar = tqdm(stream, total=len(jobs), unit="folder", disable=not progress, desc=spec.name)
-    records = rollout_format.select(collected(bar), options, counts, rejects)
-    counts["records"] = len(records)
-    nonzero = {key: counts[key] for key in sorted(counts) if counts[key]}
-    failed = sum(1 for reject in rejects if not reject.reason.startswith(SKIP_PREFIX))
-    return StageResult(
-        records, rejects,
-        stage_counts(nonzero, inputs=counts["files_seen"], outputs=len(records), rejected=failed),
-        unit="rollout files", notices=notices,
-    )
+    def records() -> Iterator[TrajectorySet | SearchTrajectorySet]:
+        stream = _map_in_order(rollout_format, jobs, workers or default_workers())
+        bar = tqdm(stream, total=len(jobs), unit="folder", disable=not progress, desc=spec.name)
+        made = 0
+        for record in rollout_format.select(collected(bar), options, counts, rejects):
+            made += 1
+            yield record
+        counts["records"] = made
+        nonzero = {key: counts[key] for key in sorted(counts) if counts[key]}
+        failed = sum(1 for reject in rejects if not reject.reason.startswith(SKIP_PREFIX))
+        result.counts = stage_counts(nonzero, inputs=counts["files_seen"], outputs=made,
+                                     rejected=failed)
+
+    return result, records()

@@ -22,9 +22,12 @@ import hashlib
 import heapq
 import math
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
+
+import orjson
 
 # --shards when not given: one shard per this many trajectories (rollout files), at most
 # MAX_AUTO_SHARDS. Large enough that a shard's fixed cost (a task, a manifest, a batch's tail)
@@ -71,6 +74,29 @@ def partition(records: Sequence[Any], shards: int) -> list[ShardInput]:
 
 
 @dataclass
+class ShardSpans:
+    """One shard's records as an index into stage 1's file: each record's position in the
+    whole input and its byte span (offset, length) in that file. The shard reads its records
+    through these, so the split copies no record."""
+
+    positions: list[int] = field(default_factory=list)
+    spans: list[tuple[int, int]] = field(default_factory=list)
+
+
+def index_spans(elements: Iterable[tuple[int, bytes, Any]], shards: int) -> list[ShardSpans]:
+    """`partition` over a file's elements (offset, bytes, record, as `record_stream.scan_array`
+    yields them): the same shards, as spans instead of copies."""
+    if shards < 1:
+        raise ValueError(f"shards must be at least 1, got {shards}")
+    parts = [ShardSpans() for _ in range(shards)]
+    for position, (offset, element, record) in enumerate(elements):
+        part = parts[shard_of(record_key(record), shards)]
+        part.positions.append(position)
+        part.spans.append((offset, len(element)))
+    return parts
+
+
+@dataclass
 class ShardResult:
     """What one shard made, in the form the merge needs (JSON-able: it is the shard's file).
 
@@ -93,6 +119,107 @@ class ShardResult:
                    counts=dict(data["counts"]), keyed_counts=dict(data["keyed_counts"]))
 
 
+# A shard's file, JSON lines so the merge can stream it: a head line (counts, keyed counts and
+# whatever the task adds: source, worker), then its items (`["item", position, item]`) in
+# output order, then its rejects (`["reject", phase, position, reject]`) in order.
+_ITEM, _REJECT = b'["item",', b'["reject",'
+
+
+def shard_file_chunks(result: ShardResult, head: dict[str, Any]) -> Iterator[bytes]:
+    yield orjson.dumps({**head, "counts": result.counts, "keyed_counts": result.keyed_counts})
+    yield b"\n"
+    for position, item in result.items:
+        yield orjson.dumps(["item", position, item]) + b"\n"
+    for phase, position, reject in result.rejects:
+        yield orjson.dumps(["reject", phase, position, reject]) + b"\n"
+
+
+@dataclass
+class ShardFile:
+    """A shard's file, read lazily: its head at once, its items and rejects as streams.
+
+    Files made before the shard files were JSON lines (one JSON object holding everything)
+    are read whole, once, so a work dir from an earlier version merges without re-running."""
+
+    path: Path
+    head: dict[str, Any]
+    whole: ShardResult | None = None
+
+    @classmethod
+    def open(cls, path: Path) -> "ShardFile":
+        with open(path, "rb") as handle:
+            first = handle.readline()
+        if first.startswith(b'{"items":'):
+            data = orjson.loads(path.read_bytes())
+            return cls(path, data, ShardResult.from_json(data))
+        return cls(path, orjson.loads(first))
+
+    @property
+    def counts(self) -> dict[str, int]:
+        return dict(self.head["counts"])
+
+    @property
+    def keyed_counts(self) -> dict[str, dict[str, int]]:
+        return dict(self.head["keyed_counts"])
+
+    def _lines(self, marker: bytes) -> Iterator[list[Any]]:
+        with open(self.path, "rb") as handle:
+            handle.readline()
+            for line in handle:
+                if line.startswith(marker):
+                    yield orjson.loads(line)
+                elif marker == _ITEM and line.startswith(_REJECT):
+                    return  # items come first: the rest are rejects
+
+    def items(self) -> Iterator[tuple[int, Any]]:
+        if self.whole is not None:
+            yield from self.whole.items
+            return
+        for _, position, item in self._lines(_ITEM):
+            yield position, item
+
+    def rejects(self) -> Iterator[tuple[int, int, Any]]:
+        if self.whole is not None:
+            yield from self.whole.rejects
+            return
+        for _, phase, position, reject in self._lines(_REJECT):
+            yield phase, position, reject
+
+
+@dataclass
+class StreamedMerge:
+    """`merge_results` over shard files, items as a stream (consumed once, in order)."""
+
+    items: Iterator[Any]
+    rejects: list[Any]
+    counts: dict[str, int]
+
+
+def merge_files(files: Sequence[ShardFile]) -> StreamedMerge:
+    """The shards' files as one unsharded run would have listed and counted them, holding one
+    item per shard at a time (the rejects, usually few, are listed)."""
+    items = (item for _, item in heapq.merge(*(f.items() for f in files), key=lambda x: x[0]))
+    rejects = [reject for _, _, reject in
+               heapq.merge(*(f.rejects() for f in files), key=lambda x: (x[0], x[1]))]
+    return StreamedMerge(items, rejects, merged_counts(
+        [f.counts for f in files], [f.keyed_counts for f in files]))
+
+
+def merged_counts(counts: Iterable[dict[str, int]],
+                  keyed_counts: Iterable[dict[str, dict[str, int]]]) -> dict[str, int]:
+    """Additive counters summed; counters counted once per key counted once."""
+    total: Counter[str] = Counter()
+    once: dict[str, dict[str, int]] = {}
+    for part in counts:
+        total.update(part)
+    for part in keyed_counts:
+        for key, keyed in part.items():
+            once.setdefault(key, keyed)
+    for keyed in once.values():
+        total.update(keyed)
+    return dict(sorted(total.items()))
+
+
 @dataclass
 class Merged:
     items: list[Any]
@@ -106,12 +233,5 @@ def merge_results(parts: Iterable[ShardResult]) -> Merged:
     items = [item for _, item in heapq.merge(*(p.items for p in parts), key=lambda x: x[0])]
     rejects = [reject for _, _, reject in
                heapq.merge(*(p.rejects for p in parts), key=lambda x: (x[0], x[1]))]
-    counts: Counter[str] = Counter()
-    once: dict[str, dict[str, int]] = {}
-    for part in parts:
-        counts.update(part.counts)
-        for key, keyed in part.keyed_counts.items():
-            once.setdefault(key, keyed)
-    for keyed in once.values():
-        counts.update(keyed)
-    return Merged(items, rejects, dict(sorted(counts.items())))
+    return Merged(items, rejects, merged_counts([p.counts for p in parts],
+                                                [p.keyed_counts for p in parts]))

@@ -1,13 +1,23 @@
 """The pure side of sharding (pipeline/stages/shards.py): a stable partition and an
 order-keeping merge."""
 
+import io
+from pathlib import Path
+
+import orjson
 import pytest
 
+from skillsft.pipeline.formats import jsonio
+from skillsft.pipeline.formats.record_stream import read_span, scan_array
 from skillsft.pipeline.stages.shards import (
+    ShardFile,
     ShardResult,
     auto_shards,
+    index_spans,
+    merge_files,
     merge_results,
     partition,
+    shard_file_chunks,
     shard_of,
 )
 
@@ -57,6 +67,32 @@ def test_merge_interleaves_by_position_and_phase_and_counts_keys_once() -> None:
     assert merged.rejects == ["r1-early", "r3-early", "r0-late"]
     assert merged.counts == {"empty": 1, "records": 4}
     assert merge_results([ShardResult.from_json(first.to_json())]).items == ["a0", "a0b", "a3"]
+
+
+def test_an_index_of_spans_finds_the_records_partition_copies() -> None:
+    data = jsonio.dumps(records(25))
+    spans = index_spans(scan_array(io.BytesIO(data)), 4)
+    handle = io.BytesIO(data)
+    for copied, indexed in zip(partition(records(25), 4), spans, strict=True):
+        assert indexed.positions == copied.positions
+        assert [read_span(handle, o, n) for o, n in indexed.spans] == copied.records
+
+
+def test_shard_files_merge_as_streams_old_and_new_alike(tmp_path: Path) -> None:
+    """The JSON-lines shard file and the one-object file of earlier versions merge to what
+    `merge_results` gives, in any mix."""
+    first = ShardResult(items=[(0, {"a": 0}), (3, {"a": 3})], rejects=[(0, 3, "r3"), (2, 0, "r0")],
+                        counts={"records": 2}, keyed_counts={"cat": {"empty": 1}})
+    second = ShardResult(items=[(1, {"b": 1}), (2, {"b": 2})], rejects=[(0, 1, "r1")],
+                         counts={"records": 2}, keyed_counts={"cat": {"empty": 1}})
+    new, old = tmp_path / "new.json", tmp_path / "old.json"
+    new.write_bytes(b"".join(shard_file_chunks(first, {"source": "in.json"})))
+    old.write_bytes(orjson.dumps({**second.to_json(), "source": "in.json"}))
+    streamed = merge_files([ShardFile.open(new), ShardFile.open(old)])
+    whole = merge_results([first, second])
+    assert list(streamed.items) == whole.items
+    assert streamed.rejects == whole.rejects and streamed.counts == whole.counts
+    assert ShardFile.open(new).head["source"] == "in.json"
 
 
 def test_the_default_shard_count_grows_with_the_corpus_and_is_capped() -> None:

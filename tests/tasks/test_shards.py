@@ -81,6 +81,8 @@ def test_sharded_stages_write_the_unsharded_bytes(
         assert kind in unsharded["distill_rejects.jsonl"]
     parts = sorted((tmp_path / "many" / "shards" / "memories").glob("part-*.json"))
     assert len(parts) == (shards if shards > 1 else 0)
+    # the split copies no record: its index points into stage 1's file
+    assert not list((tmp_path / "many" / "shards" / "trajectories").glob("*/part-*.json"))
 
 
 def replicate_sample(root: Path, copies: int) -> None:
@@ -150,7 +152,7 @@ def test_two_worker_processes_share_the_shards(
     made_by: dict[str, tuple[str, int]] = {}
     for stage in ("memories", "distill"):
         for part in sorted((work / "shards" / stage).glob("part-*.json")):
-            worker = orjson.loads(part.read_bytes())["worker"]
+            worker = orjson.loads(part.read_bytes().split(b"\n", 1)[0])["worker"]  # head line
             made_by[f"{stage}/{part.name}"] = (worker["host"], worker["pid"])
     assert len(made_by) == 12
     assert {pid for _, pid in made_by.values()} == {p.pid for p in workers}, made_by
@@ -159,3 +161,28 @@ def test_two_worker_processes_share_the_shards(
     assert max(server.stats.paid_by_prompt.values()) == 1
     assert server.stats.paid_by_prompt == alone_server.stats.paid_by_prompt
     assert server.stats.peak_in_flight <= 3
+
+
+def test_a_shard_reads_its_records_through_the_index_and_refuses_a_changed_file(
+        tmp_path: Path) -> None:
+    from skillsft.pipeline.errors import InputError
+    from skillsft.pipeline.formats import jsonio
+    from skillsft.pipeline.formats.record_stream import scan_array
+    from skillsft.pipeline.stages.shards import index_spans, partition
+    from skillsft.tasks.shards import read_part
+
+    records = [{"env_id": f"env{n}", "task": "t", "trajectories": []} for n in range(9)]
+    source = tmp_path / "processed_trajectories.json"
+    source.write_bytes(jsonio.dumps(records))
+    with open(source, "rb") as handle:
+        parts = index_spans(scan_array(handle), 2)
+    index = tmp_path / "index.json"
+    index.write_bytes(orjson.dumps({
+        "source": str(source), "bytes": source.stat().st_size,
+        "parts": [{"positions": p.positions, "spans": p.spans} for p in parts]}))
+    for shard, copied in enumerate(partition(records, 2)):
+        part = read_part(index, source, shard, tmp_path / "no-part-file.json")
+        assert part["records"] == copied.records and part["positions"] == copied.positions
+    source.write_bytes(jsonio.dumps(records[:-1]))
+    with pytest.raises(InputError, match="changed after it was split"):
+        read_part(index, source, 0, tmp_path / "no-part-file.json")

@@ -17,7 +17,7 @@ env's steps cost more than parsing them). Memory follows the kept records, not t
 import os
 import re
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from operator import attrgetter
 from pathlib import Path, PurePosixPath
@@ -75,8 +75,10 @@ class RolloutFormat:
     discover: Callable[[Path, Counter[str]], list[Group]]
     parse_group: Callable[[GroupJob], GroupResult]
     # Appends a `skipped_<reason>` reject for each env or question selection leaves out.
+    # May return a lazy iterable: its records, rejects and counters are complete once it has
+    # been consumed (env folders build each kept record from disk only when it is reached).
     select: Callable[
-        [Iterable[GroupResult], SelectionOptions, Counter[str], list[Reject]], list[Any]
+        [Iterable[GroupResult], SelectionOptions, Counter[str], list[Reject]], Iterable[Any]
     ]
     # Fits the selection rules to the shape of the dump found (main process, after discover);
     # returns the options to use and notices saying what was found and how it selects.
@@ -244,13 +246,15 @@ def select_env_folders(
     options: SelectionOptions,
     counts: Counter[str],
     rejects: list[Reject],
-) -> list[TrajectorySet]:
+) -> Iterator[TrajectorySet]:
+    """The kept env folders' records, in order, each read back from disk only when it is
+    reached (the candidates are only labels), so stage 1 holds one record at a time."""
+
     def labelled() -> Iterable[tuple[EnvLabel, EnvCandidate]]:
         for result in results:
             for candidate in result.candidates:
                 yield candidate.label, candidate
 
-    records = []
     skipped: list[tuple[EnvCandidate, str]] = []
     kept = apply_env_quotas(labelled(), options, counts, skipped)
     for candidate, reason in skipped:
@@ -268,15 +272,12 @@ def select_env_folders(
         ]
         counts["trajectories_kept"] += len(trajectories)
         counts["steps_kept"] += sum(len(steps) for steps in trajectories)
-        records.append(
-            TrajectorySet(
-                env_id=candidate.env_id,
-                task=candidate.task,
-                type=candidate.label,
-                trajectories=trajectories,
-            )
+        yield TrajectorySet(
+            env_id=candidate.env_id,
+            task=candidate.task,
+            type=candidate.label,
+            trajectories=trajectories,
         )
-    return records
 
 
 STEP_FORMAT = RolloutFormat(

@@ -1,0 +1,27 @@
+"""The run report (report.json + report.md) of a work dir.
+
+- readers.py: the work dir's files, read as streams, bad lines and records as warnings;
+- statistics.py: the figures, each tallied in one pass over its file;
+- build.py: the report from the tallies; rendering.py: report.md from the report.
+"""
+
+from skillsft.pipeline.stages.report.build import ReportOptions, build_report
+from skillsft.pipeline.stages.report.readers import (
+    HUB_DIR,
+    Loaded,
+    Provenance,
+    load_corpus,
+    load_provenance,
+)
+from skillsft.pipeline.stages.report.rendering import render_report_md
+
+__all__ = [
+    "HUB_DIR",
+    "Loaded",
+    "Provenance",
+    "ReportOptions",
+    "build_report",
+    "load_corpus",
+    "load_provenance",
+    "render_report_md",
+]
