@@ -36,7 +36,7 @@ class SpendFile:
 
     def add(self, stage: str, usd: float) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
             os.write(fd, orjson.dumps({"stage": stage, "usd": usd}) + b"\n")

@@ -115,7 +115,7 @@ class BatchLedger:
 
     def append(self, event: LedgerEvent) -> None:
         data = orjson.dumps(event.model_dump(exclude_defaults=True) | {"event": event.event})
-        fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+        fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o666)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
             size = os.fstat(fd).st_size
@@ -132,7 +132,7 @@ class BatchLedger:
     def lock(self) -> Iterator[None]:
         """Held while polling, collecting and submitting, so two processes of one stage never
         submit the same item or collect the same batch twice. Dropped by the kernel on death."""
-        fd = os.open(self.lock_path, os.O_CREAT | os.O_RDWR, 0o644)
+        fd = os.open(self.lock_path, os.O_CREAT | os.O_RDWR, 0o666)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
             self.refresh()
