@@ -60,6 +60,15 @@ def tokenizer(text: str) -> str:
     return text
 
 
+def license_id(text: str) -> str:
+    from skillsft.pipeline.stages.publish_options import license_id as checked
+
+    try:
+        return checked(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 KINDS: dict[str, Callable[[str], Any]] = {
     "int": int,
     "positive_int": positive_int,
@@ -72,6 +81,7 @@ KINDS: dict[str, Callable[[str], Any]] = {
     "source_range": source_range,
     "file": existing_file,
     "tokenizer": tokenizer,
+    "license": license_id,
 }
 
 

@@ -182,6 +182,16 @@ class StageTask(luigi.Task):
         return {dep.role or f"{Path(dep.path).name}#{i}": hash_file(Path(dep.path))
                 for i, dep in enumerate(files)}
 
+    def input_file_records(self) -> dict[str, dict[str, str]]:
+        """The outside files this output was made from, by role: where they were and their
+        sha256 (for the manifest: publish uploads the very skill bank a corpus was made with,
+        pipeline/corpus_bank.py). Not part of the fingerprint, which has the hashes already."""
+        files = [dep for dep in luigi.task.flatten(list(self.inputs))
+                 if isinstance(dep, InputFile)]
+        return {dep.role or Path(dep.path).name: {"path": str(Path(dep.path).resolve()),
+                                                  "sha256": hash_file(Path(dep.path))}
+                for dep in files}
+
     # -- fingerprint --------------------------------------------------------------------------
     def requires(self) -> Any:
         return list(self.inputs)
@@ -278,6 +288,7 @@ class StageTask(luigi.Task):
                 "teacher": result.teacher,
                 "wall_seconds": round(time.monotonic() - started, 3),
                 "written_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                **({"inputs": inputs} if (inputs := self.input_file_records()) else {}),
             }
         )
 

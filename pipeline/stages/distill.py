@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from skillsft.pipeline.formats.conversations import LayoutError, RenderOptions, TurnDraft
-from skillsft.pipeline.formats.render import BlockOptions, render_block
+from skillsft.pipeline.formats.render import BlockOptions, render_block, shown_item_ids
 from skillsft.pipeline.skill_selection import (
     LexicalScorer,
     Scorer,
@@ -156,6 +156,7 @@ class Planned:
     drafts: list[TurnDraft]
     request_ids: tuple[str, ...]
     position: int = 0  # of the record in the whole input
+    skill_ids: tuple[str, ...] = ()  # what the block shows, for the record's provenance
 
 
 def offline_context(
@@ -254,6 +255,16 @@ def skill_block(
             list(bank.category_skills().get(category, [])))
 
 
+def block_item_ids(bank: SkillBank, spec: "EnvSpec", category: str, chosen: Sequence[Skill],
+                   selection: SkillSelection, block_options: BlockOptions) -> tuple[str, ...]:
+    """The ids of every item the block shows, in block order, asked of the renderer with the
+    same bank view the block was rendered from (retrieve mode: the retrieved skills)."""
+    view = bank
+    if selection.mode == "retrieve":
+        view = bank.model_copy(update={spec.bank_category_key: {category: list(chosen)}})
+    return tuple(shown_item_ids(view, category, block_options))
+
+
 def distill(
     records: Sequence[TrajectoryRecord],
     spec: "EnvSpec",
@@ -276,6 +287,7 @@ def distill(
     failures: list[Reject] = []
     blocks: dict[str, str] = {}
     shown: dict[str, list[str]] = {}  # block key -> titles of the task-specific skills shown
+    shown_ids: dict[str, tuple[str, ...]] = {}  # block key -> ids of every item shown
     retrieving = options.skills.mode == "retrieve"
     scorer = scorer or LexicalScorer()
     if retrieving:
@@ -298,6 +310,8 @@ def distill(
             blocks[key], chosen = skill_block(bank, spec, category, record.task, options.skills,
                                               scorer, options.block)
             shown[key] = [s.title for s in chosen]
+            shown_ids[key] = block_item_ids(bank, spec, category, chosen, options.skills,
+                                            options.block)
             if retrieving:
                 once = {"records_without_retrieved_skills": int(not chosen),
                         "retrieved_skills": len(chosen)}
@@ -343,6 +357,7 @@ def distill(
                     drafts,
                     tuple(r.request_id for r in batch),
                     position,
+                    shown_ids[key],
                 )
             )
 
@@ -408,5 +423,6 @@ def build_conversation(
             source=source,
             env_id=item.record.env_id,
             trajectory_id=item.trajectory_id,
+            skill_ids=list(item.skill_ids),
         ),
     )

@@ -79,7 +79,9 @@ def flatten(
         provenance.extend(
             {"trajectory_id": info.trajectory_id or info.env_id or f"conversation-{number}",
              "task_type": info.task_type, "turn": turn, "num_steps": info.num_steps,
-             "source": info.source}
+             "source": info.source,
+             # what the record's instruction shows (conversations older than the field: none)
+             **({} if info.skill_ids is None else {"skill_ids": info.skill_ids})}
             for turn in range(len(produced))
         )
     counts["records"] = len(records)

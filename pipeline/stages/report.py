@@ -13,7 +13,6 @@ Nothing here raises on a bad file: an unreadable manifest, reject line, corpus r
 provenance line becomes a warning naming the file and line, and the report says so.
 """
 
-import hashlib
 import logging
 import math
 import re
@@ -29,6 +28,7 @@ import orjson
 from pydantic import ValidationError
 
 from skillsft.pipeline import workdir
+from skillsft.pipeline.corpus_bank import corpus_bank
 from skillsft.pipeline.corpus_metrics import DEFAULT_CUTOFF_LEN, instruction_lengths, skill_use
 from skillsft.pipeline.envs import EnvSpec, get_env
 from skillsft.pipeline.formats.render import BLOCK_TITLE
@@ -97,6 +97,7 @@ class Provenance(OpenModel):
     turn: int
     num_steps: int
     source: str
+    skill_ids: list[str] | None = None  # the items the instruction shows (None: older file)
 
 
 @dataclass
@@ -179,16 +180,6 @@ def load_manifests(work_dir: Path) -> Loaded:
             continue
         loaded.items.append((path.name.removesuffix(MANIFEST_SUFFIX), manifest))
     return loaded
-
-
-def sha256_of(path: Path) -> str | None:
-    if not path.is_file():
-        return None
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for chunk in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def published_rows(work_dir: Path, env: str) -> dict[str, int]:
@@ -453,7 +444,7 @@ def build_report(work_dir: str | Path, env: str,
         models=usage_by_model(usage),
         wall_seconds_total=round(sum(s.wall_seconds or 0.0 for s in stages), 3),
         corpus_stats=stats,
-        skill_bank_sha256=sha256_of(work_dir / SKILL_BANK_FILE),
+        skill_bank_sha256=bank.sha256 if (bank := corpus_bank(work_dir)) else None,
         published_rows=rows,
         checks=consistency_checks(work_dir, env, len(corpus.items), stages, provenance, rows),
         warnings=warnings,

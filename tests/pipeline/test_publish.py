@@ -345,3 +345,44 @@ def test_an_offline_teacher_corpus_is_refused_without_allow_offline(
 def test_the_card_labels_an_offline_corpus(work_dir: Path) -> None:
     export = export_local(work_dir, "alfworld", PublishOptions())
     assert "Smoke-test corpus" in (export.root / "README.md").read_text()
+
+
+def test_concurrent_publishes_of_two_environments_keep_both_sections(
+    tmp_path: Path, hub: FakeHub, api: HfApi
+) -> None:
+    """webshop commits between alfworld's read of the card and alfworld's commit: the Hub
+    refuses alfworld's commit (its parent is no longer the head), alfworld merges again."""
+    alfworld = build_work_dir(tmp_path / "a")
+    webshop = build_work_dir(tmp_path / "b", "webshop")
+    hub.seed_repo(REPO, {})
+    hub.before_commit = lambda: publish(webshop, "webshop", REPO, PublishOptions(**FAST),
+                                        api=api)
+    publish(alfworld, "alfworld", REPO, PublishOptions(**FAST), api=api)
+
+    assert [c.message.split()[2] for c in hub.commits] == ["webshop", "alfworld"]
+    commit_requests = [r for r in hub.requests if r.method == "POST" and "/commit/" in r.path]
+    assert len(commit_requests) == 3  # webshop's, alfworld's refused one, alfworld's again
+    card = hub.files(REPO)["README.md"].decode()
+    assert "## Config `alfworld`" in card and "## Config `webshop`" in card
+    names = [c["config_name"] for c in card_yaml(card)["configs"]]
+    assert {"alfworld", "webshop", "default"} <= set(names)
+    default = next(c for c in card_yaml(card)["configs"] if c["config_name"] == "default")
+    assert default["data_files"] == [{"split": "train", "path": ["alfworld/train-*",
+                                                                 "webshop/train-*"]}]
+    assert any(p.startswith("webshop/") for p in hub.files(REPO))
+
+
+def test_a_stale_parent_commit_is_refused_by_the_local_hub(hub: FakeHub, api: HfApi) -> None:
+    """The Hub server enforces parent_commit, so the test above tests something."""
+    from huggingface_hub import CommitOperationAdd
+    from huggingface_hub.errors import HfHubHTTPError
+
+    hub.seed_repo(REPO, {"a.txt": b"a"})
+    parent = api.dataset_info(REPO).sha
+    api.create_commit(REPO, [CommitOperationAdd("b.txt", b"b")], commit_message="b",
+                      repo_type="dataset", parent_commit=parent)
+    with pytest.raises(HfHubHTTPError) as raised:
+        api.create_commit(REPO, [CommitOperationAdd("c.txt", b"c")], commit_message="c",
+                          repo_type="dataset", parent_commit=parent)
+    assert raised.value.response.status_code == 412
+    assert "c.txt" not in hub.files(REPO)
