@@ -11,7 +11,7 @@ from skillsft.pipeline.options import Opt
 
 # The license identifiers the Hub's card metadata accepts (lower-cased SPDX ids, a few Hub
 # additions), and `other`; a card with any other value shows no license at all.
-HUB_LICENSES = frozenset("""
+HUB_LICENSE_IDS = """
 apache-2.0 mit openrail bigscience-openrail-m creativeml-openrail-m bigscience-bloom-rail-1.0
 bigcode-openrail-m afl-3.0 artistic-2.0 bsl-1.0 bsd bsd-2-clause bsd-3-clause
 bsd-3-clause-clear c-uda cc cc0-1.0 cc-by-2.0 cc-by-2.5 cc-by-3.0 cc-by-4.0 cc-by-sa-3.0
@@ -21,7 +21,8 @@ cdla-permissive-1.0 cdla-permissive-2.0 wtfpl ecl-2.0 epl-1.0 epl-2.0 etalab-2.0
 eupl-1.2 agpl-3.0 gfdl gpl gpl-2.0 gpl-3.0 lgpl lgpl-2.1 lgpl-3.0 isc lppl-1.3c ms-pl mpl-2.0
 odc-by odbl openrail++ osl-3.0 postgresql ofl-1.1 ncsa unlicense zlib pddl lgpl-lr
 llama2 llama3 llama3.1 llama3.2 llama3.3 llama4 gemma other
-""".split())
+"""
+HUB_LICENSES = frozenset(HUB_LICENSE_IDS.split())
 
 
 def license_id(text: str) -> str:

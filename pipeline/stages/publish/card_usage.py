@@ -3,8 +3,9 @@
 One usage section for the whole repo (every config the card's YAML lists), between its own
 markers so re-publishing rewrites it and leaves hand-written text alone: the real
 `load_dataset` line for each config, TRL's `SFTTrainer`/`DPOTrainer` on the conversational
-configs and LLaMA-Factory's dataset_info entries, and the citation when `--citation` gave one. Per environment, its section gains the token
-lengths and how many records each check dropped.
+configs and LLaMA-Factory's dataset_info entries, and the citation when `--citation` gave
+one. Per environment, its section gains the token lengths and how many records each check
+dropped.
 """
 
 import orjson

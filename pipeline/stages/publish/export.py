@@ -26,7 +26,6 @@ from skillsft.pipeline.corpus_metrics import DEFAULT_CUTOFF_LEN
 from skillsft.pipeline.envs import ENVS
 from skillsft.pipeline.errors import InputError, SkillsftError
 from skillsft.pipeline.formats.record_files import CONVERSATIONS, load_records
-from skillsft.pipeline.stages.publish.card_usage import environment_lines, with_usage
 from skillsft.pipeline.stages.publish.card import (
     CardConfig,
     add_configs,
@@ -35,6 +34,7 @@ from skillsft.pipeline.stages.publish.card import (
     with_default_config,
     without_empty_stage_rows,
 )
+from skillsft.pipeline.stages.publish.card_usage import environment_lines, with_usage
 from skillsft.pipeline.stages.publish.extras import export_extras, preference_config
 from skillsft.pipeline.stages.publish.parquet import WrittenConfig, write_config, write_shards
 from skillsft.pipeline.stages.publish.trainer_configs import (

@@ -20,6 +20,7 @@ from typing import TypeVar
 
 import httpx2  # huggingface_hub's HTTP client: its transport errors are worth a retry
 from huggingface_hub import (
+    CommitInfo,
     CommitOperationAdd,
     CommitOperationDelete,
     HfApi,
@@ -199,6 +200,26 @@ def publish(
         raise PublishError(message) from None  # the chained original could carry the token
 
 
+def commit_at_head(api: HfApi, export: LocalExport, env: str, repo_id: str, revision: str,
+                   message: str, options: PublishOptions) -> tuple[CommitInfo, str, list[str]]:
+    """One commit attempt: the card merged and the stale files listed at the branch's head
+    commit, and the commit made with that head as `parent_commit`, so the Hub refuses it (412)
+    when the branch has moved on since. Returns the commit, the card and the deleted files."""
+    parent = with_retries("read the head commit", lambda: head_commit(api, repo_id, revision),
+                          options)
+    at = parent or revision
+    existing = fetch_card(api, repo_id, at, options)
+    card = card_text(export.root.parent, env, export, existing, options)
+    local = {p.relative_to(export.root).as_posix() for p in export.paths}
+    stale = [path for folder in (env, *export.extra_folders) for path in with_retries(
+        "list files", lambda f=folder: remote_files(api, repo_id, f, at), options)
+        if path not in local]
+    info = with_retries("commit", lambda: api.create_commit(
+        repo_id, commit_operations(export, card.encode(), stale), commit_message=message,
+        repo_type="dataset", revision=revision, parent_commit=parent), options)
+    return info, card, stale
+
+
 def upload(api: HfApi, export: LocalExport, env: str, repo_id: str, revision: str,
            options: PublishOptions) -> PublishResult:
     with_retries("create_repo", lambda: api.create_repo(
@@ -208,30 +229,16 @@ def upload(api: HfApi, export: LocalExport, env: str, repo_id: str, revision: st
             repo_id, branch=revision, repo_type="dataset", exist_ok=True), options)
     message = options.commit_message or f"skillsft: publish {env} ({export.rows} rows)"
     for attempt in range(options.max_retries + 1):
-        # Everything this commit is computed from is read at one commit, `parent`; the Hub
-        # refuses the commit (412) when the branch has moved on since, and we start over.
-        parent = with_retries("read the head commit", lambda: head_commit(
-            api, repo_id, revision), options)
-        at = parent or revision
-        existing = fetch_card(api, repo_id, at, options)
-        card = card_text(export.root.parent, env, export, existing, options)
-        local = {p.relative_to(export.root).as_posix() for p in export.paths}
-        stale = [path for folder in (env, *export.extra_folders) for path in with_retries(
-            "list files", lambda f=folder: remote_files(api, repo_id, f, at), options)
-            if path not in local]
         try:
-            info = with_retries("commit", lambda: api.create_commit(
-                repo_id, commit_operations(export, card.encode(), stale),
-                commit_message=message, repo_type="dataset", revision=revision,
-                parent_commit=parent), options)
+            info, card, stale = commit_at_head(api, export, env, repo_id, revision, message,
+                                               options)
+            break
         except HfHubHTTPError as exc:
             if not is_conflict(exc) or attempt == options.max_retries:
                 raise
             log.warning("Hub commit to %s@%s raced another commit; merging the card again "
                         "(%d/%d)", repo_id, revision, attempt + 1, options.max_retries)
             time.sleep(options.retry_wait_seconds * random.random())
-            continue
-        break
     (export.root / CARD_FILE).write_text(card, encoding="utf-8")  # the local mirror = the commit
     log.info("published %s to %s@%s: %s", env, repo_id, revision, info.commit_url)
     return PublishResult(
