@@ -133,6 +133,8 @@ class FakeHub:
             return "create", self.create_repo, ()
         if method == "POST" and path == "/api/validate-yaml":
             return "validate", self.validate_yaml, ()
+        if method == "GET" and segments[:2] == ["api", "datasets"] and len(segments) == 4:
+            return "revision", self.revision_info, ("/".join(segments[2:4]), "main", "")
         if segments[:2] == ["api", "datasets"] and len(segments) >= 6:
             repo_id, action, rest = "/".join(segments[2:4]), segments[4], segments[5:]
             handlers = {
