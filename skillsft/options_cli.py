@@ -54,9 +54,13 @@ def existing_file(text: str) -> str:
 
 def tokenizer(text: str) -> str:
     """A tokenizer that cannot load fails now, not after the run."""
+    from skillsft.pipeline.errors import ConfigError
     from skillsft.pipeline.token_lengths import load_counter
 
-    load_counter(text)
+    try:
+        load_counter(text)
+    except ConfigError as exc:  # its message names the flag and the fix; argparse shows it
+        raise argparse.ArgumentTypeError(str(exc).removeprefix(f"--tokenizer {text}: ")) from None
     return text
 
 

@@ -99,3 +99,14 @@ def test_a_license_that_is_not_an_spdx_id_is_refused_before_any_work(
     err = capsys.readouterr().err
     assert "--license" in err and "SPDX" in err
     assert not (tmp_path / "w").exists()
+
+
+def test_a_tokenizer_that_does_not_load_is_refused_before_any_work(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as raised:
+        main(["run", "alfworld", "--teacher", "offline", "--work-dir", str(tmp_path / "w"),
+              "--tokenizer", str(tmp_path / "no-such-tokenizer")])
+    assert raised.value.code == 2
+    lines = [line for line in capsys.readouterr().err.splitlines() if "error:" in line]
+    assert len(lines) == 1 and "--tokenizer" in lines[0] and "tokenizer.json" in lines[0]
+    assert not (tmp_path / "w").exists()
