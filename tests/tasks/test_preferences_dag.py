@@ -207,7 +207,8 @@ def test_publish_uploads_pairs_config_and_skill_document(tmp_path: Path, monkeyp
     assert sorted(c["config_name"] for c in configs) == [
         "alfworld", "alfworld_conversational", "alfworld_metadata", "alfworld_preferences",
         "alfworld_preferences_conversational", "alfworld_trajectories", "default"]
-    assert files["skills/alfworld-skills/skill_bank.json"] == (work / "skill_bank.json").read_bytes()
+    bank = files["skills/alfworld-skills/skill_bank.json"]
+    assert bank == (work / "skill_bank.json").read_bytes()
     assert "## Config `alfworld_preferences`" in card
 
 
