@@ -7,15 +7,16 @@ Outside CI: it installs torch (CPU), transformers and trl into a venv of its own
 inside that venv:
 
 1. runs `skillsft run alfworld --teacher offline --preferences` on the bundled sample and
-   `skillsft publish --dry-run`, which writes the local Hub mirror `WORK_DIR/hub/` (the files an
-   upload would commit, README.md card included);
+   `skillsft publish --dry-run --repo-id bench/skillsft-alfworld`, which writes the local Hub
+   mirror `WORK_DIR/hub/` (the files an upload would commit, README.md card included);
 2. builds a tiny student with no download: a byte-level BPE tokenizer trained on the corpus,
    with a small chat template, and a randomly initialised 2-layer Llama from a config, saved
    to a folder;
 3. takes every ```python block of the card's Usage section that builds a trainer, swaps the
-   repo id for the mirror's folder and `"<student model>"` for the student's folder, runs it as
-   it stands (minus its last line, `trainer.train()`), caps the run at `--steps` optimizer steps
-   and trains, printing the config it read and the first losses.
+   repo id for the mirror's folder and `"<student model>"` for the student's folder, adds what
+   a CPU run of a few steps needs to its `SFTConfig(...)`/`DPOConfig(...)` (`use_cpu=True,
+   bf16=False, max_steps=--steps, logging_steps=1, report_to=[]`), runs it and prints the
+   config it read and the first losses.
 
 The losses only need to be finite: the point is that the published configs load and train as
 the card says, not what the student learns. Keep it tiny: the machine is shared.
@@ -35,7 +36,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 PACKAGES = ["torch==2.13.0", "transformers", "trl"]
-PLACEHOLDER_REPO = '"<user>/<dataset>"'
+REPO_ID = "bench/skillsft-alfworld"  # the dry run's repo id, which the card's snippets name
 PLACEHOLDER_STUDENT = '"<student model>"'
 # Enough for the chat roles the configs use; the trainers need the generation prompt marker.
 CHAT_TEMPLATE = (
@@ -107,16 +108,16 @@ def build_student(work: Path, folder: Path, max_length: int) -> None:
 
 
 def run_snippet(snippet: str, mirror: Path, student: Path, steps: int) -> dict[str, object]:
-    """The card's snippet with the mirror and the student swapped in, trained `steps` steps."""
-    code = snippet.replace(PLACEHOLDER_REPO, repr(str(mirror))).replace(
+    """The card's snippet with the mirror and the student swapped in, and its trainer config
+    told what a CPU run of a few steps needs (no bf16, `--steps` steps, a loss every step)."""
+    code = snippet.replace(f'"{REPO_ID}"', repr(str(mirror))).replace(
         PLACEHOLDER_STUDENT, repr(str(student)))
-    body = [line for line in code.splitlines() if line.strip() != "trainer.train()"]
+    code = re.sub(r"\b(SFTConfig|DPOConfig)\(",
+                  rf"\1(use_cpu=True, bf16=False, max_steps={steps}, logging_steps=1, "
+                  "report_to=[], ", code)
     scope: dict[str, object] = {}
-    exec("\n".join(body), scope)  # noqa: S102 - the card's own code, run as a user would
+    exec(code.replace("trainer.train()", ""), scope)  # noqa: S102 - the card's own code
     trainer = scope["trainer"]
-    trainer.args.max_steps = steps
-    trainer.args.logging_steps = 1
-    trainer.args.report_to = []
     trainer.train()
     losses = [entry["loss"] for entry in trainer.state.log_history if "loss" in entry]
     config = re.search(r'load_dataset\([^,]+, "([^"]+)"', code)
@@ -131,7 +132,7 @@ def bench(steps: int, keep: Path | None) -> int:
         work = base / "work"
         skillsft("run", "alfworld", "--teacher", "offline", "--preferences", "--work-dir",
                  str(work))
-        skillsft("publish", "--work-dir", str(work), "--dry-run")
+        skillsft("publish", "--work-dir", str(work), "--dry-run", "--repo-id", REPO_ID)
         mirror = work / "hub"
         card = (mirror / "README.md").read_text()
         max_length = int(re.search(r"max_length=(\d+)", card).group(1))
