@@ -107,8 +107,8 @@ def llama_factory_lines(repo: str, env: str, configs: list[str]) -> list[str]:
     entries = llama_factory_entries(repo, {c: (layout, ["train"]) for c, layout in wanted.items()
                                            if c in configs})
     body = orjson.dumps(entries, option=orjson.OPT_INDENT_2).decode()
-    return ["LLaMA-Factory (`data/dataset_info.json`; the local export also writes one, "
-            "pointing at itself):", "", "```json", body, "```"]
+    return ["LLaMA-Factory (`data/dataset_info.json`; the local export writes one too, for "
+            "every config and split):", "", "```json", body, "```"]
 
 
 def _var(config: str) -> str:
