@@ -112,6 +112,15 @@ def template_pattern(template: str, groups: dict[str, str]) -> re.Pattern[str]:
     return re.compile(pattern, re.DOTALL)
 
 
+def template_fields(template: str, text: str, groups: dict[str, str]) -> dict[str, str]:
+    """The fields `text` was rendered from with `template`; LayoutError unless they render
+    back to exactly `text`."""
+    match = template_pattern(template, groups).fullmatch(text)
+    if match is None or template.format(**match.groupdict()) != text:
+        raise LayoutError("text does not follow the layout's template")
+    return match.groupdict()
+
+
 _THOUGHT_ACTION = re.compile(r"<think>(?P<thought>.*)</think>\n(?P<answer>.*)", re.DOTALL)
 
 
@@ -132,9 +141,20 @@ class TextLayout:
     # Post-checks that add or change turns (WebShop's navigation back) run here, before
     # distillation, so the teacher writes the thought of every turn the corpus will show.
     repairs: tuple[Any, ...] = ()
+    # The part of `system_template` that holds the experience block, separator included: what
+    # a skill-free record leaves out (`without_block`).
+    block_slot: str = "\n\n{block}"
 
     def system(self, task: str, block: str) -> str:
         return self.system_template.format(task=task, block=block)
+
+    def without_block(self, conversation: Conversation) -> Conversation:
+        """The conversation as this layout renders it with no experience block: the system
+        prompt re-rendered from its fields without the block's slot (turns are unchanged)."""
+        fields = template_fields(self.system_template, conversation.system, {})
+        system = self.system_template.replace(self.block_slot, "").format(
+            **{k: v for k, v in fields.items() if k != "block"})
+        return conversation.model_copy(update={"system": system})
 
     def succeeded(self, record: Any, steps: Sequence[Step]) -> bool:
         return any(s.done and s.reward >= self.win_reward for s in steps)
@@ -298,9 +318,25 @@ class SearchLayout:
     history_footer: str
     output: str
     progress_first: str
+    block_slot: str = "{block}\n\n"  # the part of `human_template` the block fills
 
     def system(self, task: str, block: str) -> str:
         return self.system_template.format(task=task, block=block)
+
+    def without_block(self, conversation: Conversation) -> Conversation:
+        """The conversation as this layout renders it with no experience block: each human
+        turn re-rendered from its fields (question, history) without the block's slot. The
+        history field is empty or starts with its header, which fixes where the block ends."""
+        groups = {"history": f"(?:{re.escape(self.history_header)}.*)?"}
+        template = self.human_template.replace(self.block_slot, "")
+        turns = []
+        for turn in conversation.conversations:
+            if turn.from_ == "human":
+                fields = template_fields(self.human_template, turn.value, groups)
+                turn = turn.model_copy(update={"value": template.format(
+                    **{k: v for k, v in fields.items() if k != "block"})})
+            turns.append(turn)
+        return conversation.model_copy(update={"conversations": turns})
 
     def succeeded(self, record: Any, steps: Sequence[Step]) -> bool:
         return getattr(record, "outcome", None) == "Success"

@@ -4,7 +4,7 @@ Kept apart from `publish.py` (which imports the Hub client and `datasets`) so th
 options, as the command line and the tasks do, costs no heavy import.
 """
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Annotated
 
 from skillsft.pipeline.options import Opt
@@ -50,6 +50,23 @@ class HubOptions:
         shaping=False)] = False
 
 
+SKILL_VARIANTS = ("none",)  # `none`: every record also without its experience block
+
+
+@dataclass(frozen=True)
+class SkillVariants:
+    """Extra variants of the records to publish beside the ones with skills."""
+
+    names: Annotated[str, Opt(
+        "also publish every record without its experience block, as config <env>_noskill "
+        "(same outputs and order; no teacher call)", name="skill_variants",
+        choices=SKILL_VARIANTS)] = ""
+
+    def shapes_output(self) -> bool:
+        """Unset, the publish fingerprint is what it was before the option existed."""
+        return bool(self.names)
+
+
 @dataclass(frozen=True)
 class CardOptions:
     """What the published card says beyond the data."""
@@ -64,3 +81,4 @@ class CardOptions:
         "count token lengths with the student's tokenizer (a local tokenizer.json or model "
         "folder; needs `tokenizers`); default: a labelled word-piece estimate",
         kind="tokenizer", metavar="PATH_OR_NAME")] = ""
+    variants: SkillVariants = field(default_factory=SkillVariants)

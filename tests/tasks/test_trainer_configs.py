@@ -108,3 +108,40 @@ def test_every_dataset_info_entry_loads_as_llama_factory_reads_it(mirror: Path) 
                     assert message[tags["role_tag"]] in allowed
                     assert isinstance(message[tags["content_tag"]], str)
         assert len(data) > 0
+
+
+def test_skill_free_records_are_the_corpus_without_its_block(tmp_path: Path) -> None:
+    """`--skill-variants none`: row for row the alpaca config, same outputs, the instruction
+    minus exactly the experience block (and the blank line before it), for a text layout
+    (ALFWorld: block in the system prompt) and Search (block in every human turn)."""
+    from skillsft.pipeline.corpus_metrics import experience_block
+
+    for env in ("alfworld", "search"):
+        work = tmp_path / env
+        assert main(["run", env, "--teacher", "offline", "--work-dir", str(work)]) == 0
+        assert main(["publish", "--work-dir", str(work), "--dry-run",
+                     "--skill-variants", "none"]) == 0
+        alpaca = load_dataset(str(work / "hub"), env, split="train")
+        bare = load_dataset(str(work / "hub"), f"{env}_noskill", split="train")
+        assert bare.features == alpaca.features and len(bare) == len(alpaca) > 0
+        assert bare["output"] == alpaca["output"]
+        for with_skills, without in zip(alpaca["instruction"], bare["instruction"],
+                                        strict=True):
+            block = experience_block(with_skills)
+            assert block and not experience_block(without)
+            gap = "\n\n" + block if env == "alfworld" else block + "\n\n"
+            assert with_skills.replace(gap, "", 1) == without
+        card = (work / "hub" / "README.md").read_text()
+        assert f'load_dataset("<you>/{env}-sft", "{env}_noskill")' in card
+        assert "internalizes" in card
+
+
+def test_an_unknown_skill_variant_is_one_usage_line(tmp_path: Path,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as raised:
+        main(["run", "alfworld", "--teacher", "offline", "--work-dir", str(tmp_path / "w"),
+              "--skill-variants", "nothing"])
+    assert raised.value.code == 2
+    lines = [line for line in capsys.readouterr().err.splitlines() if "error:" in line]
+    assert len(lines) == 1 and "--skill-variants" in lines[0] and "'none'" in lines[0]
+    assert not (tmp_path / "w").exists()

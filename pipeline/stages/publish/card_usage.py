@@ -60,6 +60,13 @@ def usage_section(repo_id: str | None, configs: list[str], citation: str | None,
         "(system, user, assistant), `<env>_preferences` the step-level pairs as strings "
         "(`prompt`, `chosen`, `rejected`) and `<env>_preferences_conversational` as messages.",
         ""]
+    if any(c.endswith("_noskill") for c in configs):
+        lines += ["`<env>_noskill` has the same records without their retrieved-experience "
+                  "block: same outputs, same order and splits, row for row with `<env>` and "
+                  "`<env>_metadata` (whose `skill_ids` say what was left out). For a "
+                  "with/without curriculum (skills in context first, then withdrawn so the "
+                  "policy internalizes them, as SKILL0 does), train on `<env>` (or its "
+                  "conversational form) first, then continue on `<env>_noskill`.", ""]
     if any(c.endswith("_metadata") for c in configs):
         lines += ["`<env>_metadata` has the alpaca rows plus `environment`, `category`, "
                   "`trajectory_id`, `step` and `skill_ids`: the skills and mistakes shown in "

@@ -23,7 +23,7 @@ from datasets import Dataset, Features, SplitInfo, Value
 
 from skillsft.pipeline.corpus_bank import corpus_bank
 from skillsft.pipeline.corpus_metrics import DEFAULT_CUTOFF_LEN
-from skillsft.pipeline.envs import ENVS
+from skillsft.pipeline.envs import ENVS, get_env
 from skillsft.pipeline.errors import InputError, SkillsftError
 from skillsft.pipeline.formats.record_files import CONVERSATIONS, load_records
 from skillsft.pipeline.stages.publish.card import (
@@ -37,6 +37,11 @@ from skillsft.pipeline.stages.publish.card import (
 from skillsft.pipeline.stages.publish.card_usage import environment_lines, with_usage
 from skillsft.pipeline.stages.publish.extras import export_extras, preference_config
 from skillsft.pipeline.stages.publish.parquet import WrittenConfig, write_config, write_shards
+from skillsft.pipeline.stages.publish.skill_free import (
+    flatten_history,
+    noskill_config,
+    skill_free_records,
+)
 from skillsft.pipeline.stages.publish.trainer_configs import (
     ALPACA,
     CONVERSATIONAL_FEATURES,
@@ -87,6 +92,7 @@ class PublishOptions:
     repo_id: str | None = None  # for the card's load_dataset lines (a placeholder without)
     citation: str | None = None  # BibTeX of the data's origin, shown in the card
     tokenizer: str | None = None  # the student's tokenizer for the token lengths
+    skill_variants: str = ""  # "none": also <env>_noskill, the records without their block
     cutoff_len: int = DEFAULT_CUTOFF_LEN
     max_shard_bytes: int = 500 * 1024 * 1024
     max_retries: int = 5
@@ -212,7 +218,8 @@ def export_local(
     )] if metadata_infos else []
     written = [write_config(root, conversational_config(env), CONVERSATIONAL_FEATURES,
                             conversational, options.max_shard_bytes),
-               export_trajectories(work_dir, env, root, provenance, splits, options, notes)]
+               export_trajectories(work_dir, env, root, provenance, splits, options, notes),
+               export_noskill(work_dir, env, root, corpus.items, kept, splits, options, notes)]
     lengths = token_lengths(corpus.items, options.tokenizer, options.cutoff_len)
 
     config = CardConfig(
@@ -273,10 +280,38 @@ def export_trajectories(work_dir: Path, env: str, root: Path,
     return write_config(root, name, TRAJECTORY_FEATURES, columns, options.max_shard_bytes)
 
 
+def export_noskill(work_dir: Path, env: str, root: Path, records: list, kept: list[int],
+                   splits: list[str], options: PublishOptions,
+                   notes: list[str]) -> WrittenConfig | None:
+    """`<env>_noskill` (with `--skill-variants none`): every corpus record again, flattened from
+    its conversation as the layout renders it without the experience block, so it has the same
+    output, order and split; None (with a note) when they do not line up with the corpus."""
+    name = noskill_config(env)
+    shutil.rmtree(root / name, ignore_errors=True)
+    if options.skill_variants != "none":
+        return None
+    source = work_dir / DISTILLED_FILE
+    try:
+        variants = skill_free_records(source, get_env(env), flatten_history(work_dir, env))
+    except (OSError, SkillsftError) as exc:
+        notes.append(f"{exc}: no {name} config")
+        return None
+    if len(variants) != len(records) or any(
+            variants[i].output != records[i].output for i in kept):
+        notes.append(f"{source.name} no longer flattens to the corpus record for record: no "
+                     f"{name} config (run flatten again)")
+        return None
+    columns = {split: {"instruction": [], "output": []} for split in dict.fromkeys(splits)}
+    for index, split in zip(kept, splits, strict=True):
+        columns[split]["instruction"].append(variants[index].instruction)
+        columns[split]["output"].append(variants[index].output)
+    return write_config(root, name, FEATURES, columns, options.max_shard_bytes)
+
+
 def dataset_info_layouts(configs: list[CardConfig], env: str
                          ) -> dict[str, tuple[dict, list[str]]]:
     """The LLaMA-Factory layout and splits of each config it can read, by config name."""
-    layouts = {env: ALPACA, metadata_config_name(env): ALPACA,
+    layouts = {env: ALPACA, metadata_config_name(env): ALPACA, noskill_config(env): ALPACA,
                trajectories_config(env): SHAREGPT, preference_config(env): RANKING}
     return {c.env: (layouts[c.env], [s.name for s in c.splits]) for c in configs
             if c.env in layouts}
