@@ -20,8 +20,8 @@ import hashlib
 import random
 import re
 from collections import Counter
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 from typing import Annotated, Any
 
 from skillsft.pipeline.envs.postchecks import PostCheck, apply_postchecks
@@ -31,6 +31,8 @@ from skillsft.schemas.conversation import AlpacaRecord, Conversation
 from skillsft.schemas.trajectory import Step
 
 __all__ = ["LayoutError", "RenderOptions", "TextTurn"]  # TextTurn is re-exported for callers
+
+Fits = Callable[[AlpacaRecord], bool]  # does a record fit the student's cutoff (--fit-cutoff)
 
 
 @dataclass(frozen=True)
@@ -275,9 +277,12 @@ class TextLayout:
         options: RenderOptions,
         counts: Counter[str],
         dropped: list[tuple[int, TextTurn]] | None = None,
+        fits: Fits | None = None,
     ) -> list[AlpacaRecord]:
         """Records of the emitted turns; (turn number, turn) of each turn a check dropped is
-        appended to `dropped`, so the caller can list it."""
+        appended to `dropped`, so the caller can list it. With `fits` (--fit-cutoff), a record
+        that does not fit is rendered again with one history pair fewer at a time, and dropped
+        (reason `over_cutoff`) when even no history does not fit."""
         turns, window = self.parse_turns(conversation, options.history)
         turns = apply_postchecks(turns, checks, counts)
         records = []
@@ -286,19 +291,37 @@ class TextLayout:
                 if turn.dropped_by and dropped is not None:
                     dropped.append((k, turn))
                 continue
-            human = self.render_human(turns, k, window)
-            if k == 0:
-                progress = self.progress_first
+            windows = range(window, -1, -1) if fits is not None and k else [window]
+            for shown in windows:
+                record = self.alpaca_record(conversation.system, turns, k, shown)
+                if fits is None or fits(record):
+                    break
             else:
-                n = len(self.history_lines(turns, k, window))
-                progress = self.progress_later.format(k=k, n=n)
-            records.append(
-                AlpacaRecord(
-                    instruction=conversation.system + progress + human,
-                    output=self.output.format(thought=turn.thought, action=turn.action),
-                )
-            )
+                record = None
+            if record is None:  # not even the smallest window fits
+                counts["dropped_over_cutoff"] += 1
+                if dropped is not None:
+                    dropped.append((k, replace(turn, emit=False, dropped_by="over_cutoff")))
+                continue
+            if shown != window:
+                counts["fitted_to_cutoff"] += 1
+            records.append(record)
         return records
+
+    def alpaca_record(self, system: str, turns: Sequence[TextTurn], k: int,
+                      window: int) -> AlpacaRecord:
+        """Turn k's record with `window` history pairs."""
+        turn = turns[k]
+        human = self.render_human(turns, k, window)
+        if k == 0:
+            progress = self.progress_first
+        else:
+            n = len(self.history_lines(turns, k, window))
+            progress = self.progress_later.format(k=k, n=n)
+        return AlpacaRecord(
+            instruction=system + progress + human,
+            output=self.output.format(thought=turn.thought, action=turn.action),
+        )
 
 
 def _answer_action(output_template: str, text: str) -> str | None:
@@ -383,8 +406,10 @@ class SearchLayout:
         options: RenderOptions,
         counts: Counter[str],
         dropped: list[tuple[int, TextTurn]] | None = None,
+        fits: Fits | None = None,
     ) -> list[AlpacaRecord]:
-        """Search has no post-checks: `dropped` stays as it is."""
+        """Search has no post-checks, and its history is not windowed: with `fits`, a record
+        that does not fit is dropped (reason `over_cutoff`, listed in `dropped`)."""
         pairs = conversation.conversations
         if len(pairs) % 2:
             raise LayoutError("turns must come in human, gpt pairs")
@@ -395,12 +420,17 @@ class SearchLayout:
                 raise LayoutError(f"turn pair {k // 2} is not human, gpt")
             if _THOUGHT_ACTION.fullmatch(gpt.value) is None:
                 raise LayoutError(f"gpt turn {k // 2} is not <think>…</think> + answer")
-            records.append(
-                AlpacaRecord(
-                    instruction=conversation.system + self.progress_first + human.value,
-                    output=gpt.value,
-                )
+            record = AlpacaRecord(
+                instruction=conversation.system + self.progress_first + human.value,
+                output=gpt.value,
             )
+            if fits is not None and not fits(record):
+                counts["dropped_over_cutoff"] += 1
+                if dropped is not None:
+                    dropped.append((k // 2, TextTurn(human.value, (), gpt.value, emit=False,
+                                                     dropped_by="over_cutoff")))
+                continue
+            records.append(record)
         return records
 
 
