@@ -3,15 +3,21 @@
 `os.write` may write fewer bytes than asked (signals, full disks, network file systems), so
 every write loops until done; data is fsynced before it counts, and a folder is fsynced after
 a file is created or renamed in it, since the name lives in the folder.
+
+Files are created with mode 0666 and folders 0777, so the kernel applies the process umask
+(and any default ACL) as it does for `open` and `mkdir`: under `umask 002` a group sharing a
+work dir can read and update the corpus, under `umask 022` everyone can read it. (`mkstemp`
+would create 0600, and a rename keeps the mode, so every output would be owner-only.)
 """
 
 import os
-import tempfile
+import secrets
 from collections.abc import Iterable
 from pathlib import Path
 
 # Streamed writes gather small chunks into writes of about this size.
 WRITE_BYTES = 1 << 20
+FILE_MODE = 0o666  # before the umask, like open(); the umask takes away what it must
 
 
 def write_all(descriptor: int, data: bytes) -> None:
@@ -61,7 +67,7 @@ def stage_file(path: Path, data: bytes | Iterable[bytes]) -> Path:
     fsynced, not yet in place (a stage writes its streamed outputs before it is judged, and
     puts them in place only if it passes). Returns the temporary file."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    handle, temporary = create_temporary(path)
     try:
         if isinstance(data, bytes | bytearray | memoryview):
             write_all(handle, bytes(data))
@@ -80,6 +86,18 @@ def commit_staged(temporary: Path, path: Path) -> None:
     """The second half: rename the staged file over `path` and fsync the folder."""
     os.replace(temporary, path)
     fsync_folder(path.parent)
+
+
+def create_temporary(path: Path) -> tuple[int, Path]:
+    """A new, exclusively created file beside `path` (a hidden, random name), mode 0666 less
+    the umask; the name is retried in the (astronomically unlikely) case it exists."""
+    while True:
+        temporary = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
+        try:
+            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
+            return os.open(temporary, flags, FILE_MODE), temporary
+        except FileExistsError:
+            continue
 
 
 def make_folder_durably(folder: Path) -> None:

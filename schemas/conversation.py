@@ -19,6 +19,9 @@ class ExtraInfo(StrictModel):
     source: str
     env_id: str | None = None
     trajectory_id: str | None = None  # env id + episode index: keeps splits by trajectory
+    # Ids of the skills and mistakes the experience block shows, in block order (None: written
+    # before this field existed).
+    skill_ids: list[str] | None = None
 
 
 class Conversation(StrictModel):

@@ -126,17 +126,32 @@ def run_graph(plan: RunPlan) -> RunEnv:
     return RunEnv(work_dir=str(plan.work_dir), wanted=tuple(wanted))
 
 
+def check_fit_cutoff(options: dict[str, Any], env: str) -> None:
+    """--fit-cutoff with a cutoff no record can fit: a usage error before any teacher call."""
+    from skillsft.pipeline.envs import get_env
+    from skillsft.pipeline.errors import ConfigError
+    from skillsft.pipeline.stages.flatten import check_cutoff
+
+    if "flatten" in options:
+        try:
+            check_cutoff(options["flatten"].fit, get_env(env))
+        except ConfigError as exc:
+            raise UsageError(str(exc)) from None
+
+
 def run_plan(args: argparse.Namespace, environ: Mapping[str, str]) -> RunPlan:
     rollout_dir = resolve_rollout_dir(args, environ)
     check_rollouts(rollout_dir, args.env)
     if args.skill_bank and not Path(args.skill_bank).is_file():
         raise UsageError(f"--skill-bank {args.skill_bank} is not a file")
+    options = options_of("run", args)
+    check_fit_cutoff(options, args.env)
     return RunPlan(
         env=args.env,
         work_dir=Path(args.work_dir or environ.get("WORK_DIR") or Path("runs") / args.env),
         rollout_dir=rollout_dir,
         teacher=resolve_teacher(args, environ),
-        options=options_of("run", args),
+        options=options,
         skill_bank=args.skill_bank or "",
         preferences=args.preferences,
         shards=shard_count(args, trajectory_files(rollout_dir)),

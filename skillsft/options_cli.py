@@ -54,10 +54,23 @@ def existing_file(text: str) -> str:
 
 def tokenizer(text: str) -> str:
     """A tokenizer that cannot load fails now, not after the run."""
+    from skillsft.pipeline.errors import ConfigError
     from skillsft.pipeline.formats.token_lengths import load_counter
 
-    load_counter(text)
+    try:
+        load_counter(text)
+    except ConfigError as exc:  # its message names the flag and the fix; argparse shows it
+        raise argparse.ArgumentTypeError(str(exc).removeprefix(f"--tokenizer {text}: ")) from None
     return text
+
+
+def license_id(text: str) -> str:
+    from skillsft.pipeline.stages.publish_options import license_id as checked
+
+    try:
+        return checked(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 KINDS: dict[str, Callable[[str], Any]] = {
@@ -72,6 +85,7 @@ KINDS: dict[str, Callable[[str], Any]] = {
     "source_range": source_range,
     "file": existing_file,
     "tokenizer": tokenizer,
+    "license": license_id,
 }
 
 

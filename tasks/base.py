@@ -194,6 +194,17 @@ class StageTask(luigi.Task):
         return {dep.role or f"{Path(dep.path).name}#{i}": hash_file(Path(dep.path))
                 for i, dep in enumerate(files)}
 
+    def input_file_records(self) -> dict[str, dict[str, str]]:
+        """The outside files this output was made from, by role: where they were and their
+        sha256 (for the manifest: publish uploads the very skill bank a corpus was made with,
+        pipeline/stages/corpus_bank.py). Not part of the fingerprint, which has the hashes
+        already."""
+        files = [dep for dep in luigi.task.flatten(list(self.inputs))
+                 if isinstance(dep, InputFile)]
+        return {dep.role or Path(dep.path).name: {"path": str(Path(dep.path).resolve()),
+                                                  "sha256": hash_file(Path(dep.path))}
+                for dep in files}
+
     # -- fingerprint --------------------------------------------------------------------------
     def requires(self) -> Any:
         return list(self.inputs)
@@ -341,6 +352,7 @@ class StageTask(luigi.Task):
                 "peak_rss_mib": round(
                     resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
                 "written_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                **({"inputs": inputs} if (inputs := self.input_file_records()) else {}),
             }
         )
 

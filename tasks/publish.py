@@ -24,6 +24,7 @@ def card_fields(card: CardOptions, report: ReportOptions) -> dict[str, object]:
         "pretty_name": card.pretty_name or None,
         "citation": Path(card.citation).read_text(encoding="utf-8") if card.citation else None,
         "tokenizer": card.tokenizer or None,
+        "skill_variants": card.variants.names,
         "cutoff_len": report.cutoff_len,
     }
 

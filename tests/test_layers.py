@@ -127,18 +127,6 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
 )
 PIPELINE_PACKAGE = "skillsft.pipeline"  # its __init__ is part of the base
 
-# Imports against the layers that another branch of this round removes, each naming it. The
-# list may only shrink, and is empty when the round is merged.
-PENDING: dict[tuple[str, str], str] = {
-    # e21 moves the card modules out of formats/ into stages/publish.
-    ("skillsft.pipeline.formats.card_usage", "skillsft.pipeline.envs"): "e21",
-    ("skillsft.pipeline.formats.dataset_card", "skillsft.pipeline.teacher.openai.endpoints"):
-        "e21",
-    ("skillsft.pipeline.formats.trainer_files", "skillsft.pipeline.envs"): "e21",
-    ("skillsft.pipeline.formats.trainer_files", "skillsft.pipeline.stages.report"): "e21",
-}
-
-
 def import_graph() -> dict[str, set[str]]:
     """Our modules and what each imports, as scripts/layout_report.py builds it (one graph
     builder and one cycle finder for the test and the report)."""
@@ -217,15 +205,8 @@ def test_no_module_sits_loose_at_the_root_of_pipeline() -> None:
 
 
 def test_imports_point_down_the_layers() -> None:
-    wrong = [f"{module} imports {target}" for module, target in up_imports(import_graph())
-             if (module, target) not in PENDING]
+    wrong = [f"{module} imports {target}" for module, target in up_imports(import_graph())]
     assert wrong == []
-
-
-def test_pending_imports_only_shrink() -> None:
-    """An entry of PENDING whose import is gone must be deleted."""
-    found = set(up_imports(import_graph()))
-    assert [pair for pair in PENDING if pair not in found] == []
 
 
 def test_the_layer_check_would_fail_on_a_loose_module_and_an_upward_import() -> None:

@@ -20,8 +20,8 @@ import hashlib
 import random
 import re
 from collections import Counter
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 from typing import Annotated, Any
 
 from skillsft.pipeline.formats.postchecks import PostCheck, apply_postchecks
@@ -31,6 +31,8 @@ from skillsft.schemas.conversation import AlpacaRecord, Conversation
 from skillsft.schemas.trajectory import Step
 
 __all__ = ["LayoutError", "RenderOptions", "TextTurn"]  # TextTurn is re-exported for callers
+
+Fits = Callable[[AlpacaRecord], bool]  # does a record fit the student's cutoff (--fit-cutoff)
 
 
 @dataclass(frozen=True)
@@ -112,6 +114,15 @@ def template_pattern(template: str, groups: dict[str, str]) -> re.Pattern[str]:
     return re.compile(pattern, re.DOTALL)
 
 
+def template_fields(template: str, text: str, groups: dict[str, str]) -> dict[str, str]:
+    """The fields `text` was rendered from with `template`; LayoutError unless they render
+    back to exactly `text`."""
+    match = template_pattern(template, groups).fullmatch(text)
+    if match is None or template.format(**match.groupdict()) != text:
+        raise LayoutError("text does not follow the layout's template")
+    return match.groupdict()
+
+
 _THOUGHT_ACTION = re.compile(r"<think>(?P<thought>.*)</think>\n(?P<answer>.*)", re.DOTALL)
 
 
@@ -132,9 +143,20 @@ class TextLayout:
     # Post-checks that add or change turns (WebShop's navigation back) run here, before
     # distillation, so the teacher writes the thought of every turn the corpus will show.
     repairs: tuple[Any, ...] = ()
+    # The part of `system_template` that holds the experience block, separator included: what
+    # a skill-free record leaves out (`without_block`).
+    block_slot: str = "\n\n{block}"
 
     def system(self, task: str, block: str) -> str:
         return self.system_template.format(task=task, block=block)
+
+    def without_block(self, conversation: Conversation) -> Conversation:
+        """The conversation as this layout renders it with no experience block: the system
+        prompt re-rendered from its fields without the block's slot (turns are unchanged)."""
+        fields = template_fields(self.system_template, conversation.system, {})
+        system = self.system_template.replace(self.block_slot, "").format(
+            **{k: v for k, v in fields.items() if k != "block"})
+        return conversation.model_copy(update={"system": system})
 
     def succeeded(self, record: Any, steps: Sequence[Step]) -> bool:
         return any(s.done and s.reward >= self.win_reward for s in steps)
@@ -255,9 +277,12 @@ class TextLayout:
         options: RenderOptions,
         counts: Counter[str],
         dropped: list[tuple[int, TextTurn]] | None = None,
+        fits: Fits | None = None,
     ) -> list[AlpacaRecord]:
         """Records of the emitted turns; (turn number, turn) of each turn a check dropped is
-        appended to `dropped`, so the caller can list it."""
+        appended to `dropped`, so the caller can list it. With `fits` (--fit-cutoff), a record
+        that does not fit is rendered again with one history pair fewer at a time, and dropped
+        (reason `over_cutoff`) when even no history does not fit."""
         turns, window = self.parse_turns(conversation, options.history)
         turns = apply_postchecks(turns, checks, counts)
         records = []
@@ -266,19 +291,37 @@ class TextLayout:
                 if turn.dropped_by and dropped is not None:
                     dropped.append((k, turn))
                 continue
-            human = self.render_human(turns, k, window)
-            if k == 0:
-                progress = self.progress_first
+            windows = range(window, -1, -1) if fits is not None and k else [window]
+            for shown in windows:
+                record = self.alpaca_record(conversation.system, turns, k, shown)
+                if fits is None or fits(record):
+                    break
             else:
-                n = len(self.history_lines(turns, k, window))
-                progress = self.progress_later.format(k=k, n=n)
-            records.append(
-                AlpacaRecord(
-                    instruction=conversation.system + progress + human,
-                    output=self.output.format(thought=turn.thought, action=turn.action),
-                )
-            )
+                record = None
+            if record is None:  # not even the smallest window fits
+                counts["dropped_over_cutoff"] += 1
+                if dropped is not None:
+                    dropped.append((k, replace(turn, emit=False, dropped_by="over_cutoff")))
+                continue
+            if shown != window:
+                counts["fitted_to_cutoff"] += 1
+            records.append(record)
         return records
+
+    def alpaca_record(self, system: str, turns: Sequence[TextTurn], k: int,
+                      window: int) -> AlpacaRecord:
+        """Turn k's record with `window` history pairs."""
+        turn = turns[k]
+        human = self.render_human(turns, k, window)
+        if k == 0:
+            progress = self.progress_first
+        else:
+            n = len(self.history_lines(turns, k, window))
+            progress = self.progress_later.format(k=k, n=n)
+        return AlpacaRecord(
+            instruction=system + progress + human,
+            output=self.output.format(thought=turn.thought, action=turn.action),
+        )
 
 
 def _answer_action(output_template: str, text: str) -> str | None:
@@ -298,9 +341,25 @@ class SearchLayout:
     history_footer: str
     output: str
     progress_first: str
+    block_slot: str = "{block}\n\n"  # the part of `human_template` the block fills
 
     def system(self, task: str, block: str) -> str:
         return self.system_template.format(task=task, block=block)
+
+    def without_block(self, conversation: Conversation) -> Conversation:
+        """The conversation as this layout renders it with no experience block: each human
+        turn re-rendered from its fields (question, history) without the block's slot. The
+        history field is empty or starts with its header, which fixes where the block ends."""
+        groups = {"history": f"(?:{re.escape(self.history_header)}.*)?"}
+        template = self.human_template.replace(self.block_slot, "")
+        turns = []
+        for turn in conversation.conversations:
+            if turn.from_ == "human":
+                fields = template_fields(self.human_template, turn.value, groups)
+                turn = turn.model_copy(update={"value": template.format(
+                    **{k: v for k, v in fields.items() if k != "block"})})
+            turns.append(turn)
+        return conversation.model_copy(update={"conversations": turns})
 
     def succeeded(self, record: Any, steps: Sequence[Step]) -> bool:
         return getattr(record, "outcome", None) == "Success"
@@ -347,8 +406,10 @@ class SearchLayout:
         options: RenderOptions,
         counts: Counter[str],
         dropped: list[tuple[int, TextTurn]] | None = None,
+        fits: Fits | None = None,
     ) -> list[AlpacaRecord]:
-        """Search has no post-checks: `dropped` stays as it is."""
+        """Search has no post-checks, and its history is not windowed: with `fits`, a record
+        that does not fit is dropped (reason `over_cutoff`, listed in `dropped`)."""
         pairs = conversation.conversations
         if len(pairs) % 2:
             raise LayoutError("turns must come in human, gpt pairs")
@@ -359,12 +420,17 @@ class SearchLayout:
                 raise LayoutError(f"turn pair {k // 2} is not human, gpt")
             if _THOUGHT_ACTION.fullmatch(gpt.value) is None:
                 raise LayoutError(f"gpt turn {k // 2} is not <think>…</think> + answer")
-            records.append(
-                AlpacaRecord(
-                    instruction=conversation.system + self.progress_first + human.value,
-                    output=gpt.value,
-                )
+            record = AlpacaRecord(
+                instruction=conversation.system + self.progress_first + human.value,
+                output=gpt.value,
             )
+            if fits is not None and not fits(record):
+                counts["dropped_over_cutoff"] += 1
+                if dropped is not None:
+                    dropped.append((k // 2, TextTurn(human.value, (), gpt.value, emit=False,
+                                                     dropped_by="over_cutoff")))
+                continue
+            records.append(record)
         return records
 
 

@@ -25,7 +25,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from skillsft.pipeline.formats.conversations import LayoutError, RenderOptions, TurnDraft
-from skillsft.pipeline.formats.render import BlockOptions, render_block
+from skillsft.pipeline.formats.render import BlockOptions, render_block, shown_item_ids
 from skillsft.pipeline.formats.token_lengths import estimate_tokens
 from skillsft.pipeline.stages.result import StageResult, stage_counts
 from skillsft.pipeline.stages.skill_selection import (
@@ -156,6 +156,7 @@ class Planned:
     drafts: list[TurnDraft]
     request_ids: tuple[str, ...]
     position: int = 0  # of the record in the whole input
+    skill_ids: tuple[str, ...] = ()  # what the block shows, for the record's provenance
 
 
 def offline_context(
@@ -252,6 +253,16 @@ def skill_block(
             list(bank.category_skills().get(category, [])))
 
 
+def block_item_ids(bank: SkillBank, spec: "EnvSpec", category: str, chosen: Sequence[Skill],
+                   selection: SkillSelection, block_options: BlockOptions) -> tuple[str, ...]:
+    """The ids of every item the block shows, in block order, asked of the renderer with the
+    same bank view the block was rendered from (retrieve mode: the retrieved skills)."""
+    view = bank
+    if selection.mode == "retrieve":
+        view = bank.model_copy(update={spec.bank_category_key: {category: list(chosen)}})
+    return tuple(shown_item_ids(view, category, block_options))
+
+
 def distill(
     records: Sequence[TrajectoryRecord],
     spec: "EnvSpec",
@@ -274,6 +285,7 @@ def distill(
     failures: list[Reject] = []
     blocks: dict[str, str] = {}
     shown: dict[str, list[str]] = {}  # block key -> titles of the task-specific skills shown
+    shown_ids: dict[str, tuple[str, ...]] = {}  # block key -> ids of every item shown
     retrieving = options.skills.mode == "retrieve"
     scorer = scorer or LexicalScorer()
     if retrieving:
@@ -296,6 +308,8 @@ def distill(
             blocks[key], chosen = skill_block(bank, spec, category, record.task, options.skills,
                                               scorer, options.block)
             shown[key] = [s.title for s in chosen]
+            shown_ids[key] = block_item_ids(bank, spec, category, chosen, options.skills,
+                                            options.block)
             if retrieving:
                 once = {"records_without_retrieved_skills": int(not chosen),
                         "retrieved_skills": len(chosen)}
@@ -341,6 +355,7 @@ def distill(
                     drafts,
                     tuple(r.request_id for r in batch),
                     position,
+                    shown_ids[key],
                 )
             )
 
@@ -407,5 +422,6 @@ def build_conversation(
             source=source,
             env_id=item.record.env_id,
             trajectory_id=item.trajectory_id,
+            skill_ids=list(item.skill_ids),
         ),
     )

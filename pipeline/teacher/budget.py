@@ -37,7 +37,7 @@ class SpendFile:
 
     def add(self, stage: str, usd: float) -> None:
         with exclusive_beside(self.path):
-            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
             try:
                 write_all(fd, orjson.dumps({"stage": stage, "usd": usd}) + b"\n")
             finally:

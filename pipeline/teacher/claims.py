@@ -98,7 +98,7 @@ class FlockClaims:
         locked is still the one at the path (same inode), which closes the unlink race."""
         path = self.folder / f"{name}.lock"
         while True:
-            fd = os.open(path, os.O_CREAT | os.O_RDWR, 0o644)
+            fd = os.open(path, os.O_CREAT | os.O_RDWR, 0o666)
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
@@ -120,7 +120,7 @@ class FlockClaims:
     @contextlib.contextmanager
     def exclusive(self, name: str) -> Iterator[None]:
         """A blocking lock on a file that is never unlinked (so no inode race to close)."""
-        fd = os.open(self.folder / f"{name}.lock", os.O_CREAT | os.O_RDWR, 0o644)
+        fd = os.open(self.folder / f"{name}.lock", os.O_CREAT | os.O_RDWR, 0o666)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
             yield
@@ -193,7 +193,7 @@ class LeaseClaims:
             token = uuid.uuid4().hex
             body = orjson.dumps({"host": self.host, "pid": os.getpid(), "token": token})
             try:
-                fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+                fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666)
             except FileExistsError:
                 if not self._take_over_if_stale(path):
                     return None

@@ -259,7 +259,7 @@ class Journal:
             try:
                 fd = os.open(self.path, os.O_RDWR | os.O_APPEND)
             except FileNotFoundError:
-                fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+                fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o666)
                 created = True
             try:
                 size = os.fstat(fd).st_size

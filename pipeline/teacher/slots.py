@@ -44,7 +44,7 @@ class MachineSlots:
         if self._pid == os.getpid():
             return
         self.folder.mkdir(parents=True, exist_ok=True)
-        self._fds = [os.open(self.folder / f"slot-{i:03d}", os.O_RDWR | os.O_CREAT, 0o644)
+        self._fds = [os.open(self.folder / f"slot-{i:03d}", os.O_RDWR | os.O_CREAT, 0o666)
                      for i in range(self.limit)]
         self._held = set()
         self._pid = os.getpid()

@@ -31,6 +31,10 @@ REPO = "someone/agent-sft"
 FAST = {"retry_wait_seconds": 0.0, "allow_offline": True}
 SHARD = "alfworld/train-00000-of-00001.parquet"
 META_SHARD = "alfworld/metadata/train-00000-of-00001.parquet"
+CHAT_SHARD = "alfworld_conversational/train-00000-of-00001.parquet"
+BANK = "skills/alfworld-skills/skill_bank.json"
+# What one alfworld export commits (the fixture has no distilled conversations, no pairs).
+UPLOADED = [SHARD, META_SHARD, CHAT_SHARD, BANK, "README.md"]
 
 
 @pytest.fixture
@@ -75,9 +79,7 @@ def test_export_round_trips_every_row_in_order(work_dir: Path) -> None:
     assert [p.name for p in shards] == ["train-00000-of-00001.parquet"]
     assert parquet_rows(shards) == corpus(work_dir)
     assert (export.rows, export.splits) == (RECORDS, {"train": RECORDS})
-    assert [p.relative_to(export.root).as_posix() for p in export.paths] == [
-        "alfworld/train-00000-of-00001.parquet", "alfworld/metadata/train-00000-of-00001.parquet",
-        "README.md"]
+    assert [p.relative_to(export.root).as_posix() for p in export.paths] == UPLOADED
 
 
 def test_large_corpora_are_sharded_in_order(work_dir: Path) -> None:
@@ -135,9 +137,16 @@ def test_card_yaml_parses_and_lists_the_config(work_dir: Path) -> None:
     export_local(work_dir, "alfworld", PublishOptions(validation_fraction=0.25))
     text = (work_dir / "hub" / "README.md").read_text()
     meta = card_yaml(text)
-    assert meta["configs"] == [{"config_name": "alfworld", "data_files": [
-        {"split": "train", "path": "alfworld/train-*"},
-        {"split": "validation", "path": "alfworld/validation-*"}]},
+    assert meta["configs"] == [
+        {"config_name": "default", "default": True, "data_files": [
+            {"split": "train", "path": ["alfworld/train-*"]},
+            {"split": "validation", "path": ["alfworld/validation-*"]}]},
+        {"config_name": "alfworld", "data_files": [
+            {"split": "train", "path": "alfworld/train-*"},
+            {"split": "validation", "path": "alfworld/validation-*"}]},
+        {"config_name": "alfworld_conversational", "data_files": [
+            {"split": "train", "path": "alfworld_conversational/train-*"},
+            {"split": "validation", "path": "alfworld_conversational/validation-*"}]},
         {"config_name": "alfworld_metadata", "data_files": [
             {"split": "train", "path": "alfworld/metadata/train-*"},
             {"split": "validation", "path": "alfworld/metadata/validation-*"}]}]
@@ -193,7 +202,7 @@ def test_upload_commits_exactly_this_env_and_keeps_other_configs(
     assert len(hub.commits) == 1
     commit = hub.commits[0]
     assert commit.revision == "main"
-    assert sorted(commit.added) == ["README.md", META_SHARD, SHARD]
+    assert sorted(commit.added) == sorted(UPLOADED)
     assert sorted(commit.deleted) == ["alfworld/train-00000-of-00002.parquet",
                                       "alfworld/train-00001-of-00002.parquet"]
     assert commit.message == f"skillsft: publish alfworld ({RECORDS} rows)"
@@ -204,16 +213,14 @@ def test_upload_commits_exactly_this_env_and_keeps_other_configs(
 
     card = files["README.md"].decode()
     meta = card_yaml(card)
-    assert [c["config_name"] for c in meta["configs"]] == ["alfworld", "alfworld_metadata",
-                                                          "webshop"]
+    assert [c["config_name"] for c in meta["configs"]] == [
+        "default", "alfworld", "alfworld_conversational", "alfworld_metadata", "webshop"]
     assert meta["license"] == "mit"  # the publisher's choice on the Hub is kept
     assert "Written by a person." in card and "webshop settings" in card
     assert "## Config `alfworld`" in card
     assert (work_dir / "hub" / "README.md").read_text() == card  # local mirror = commit
     assert result.commit_url and result.deleted == sorted(commit.deleted)
-    assert result.files == [(SHARD, local.stat().st_size),
-                            (META_SHARD, len(files[META_SHARD])),
-                            ("README.md", len(files["README.md"]))]
+    assert result.files == [(path, len(files[path])) for path in UPLOADED]
 
 
 def test_republishing_replaces_only_its_own_section(
@@ -235,7 +242,7 @@ def test_new_private_repo_on_a_new_branch(work_dir: Path, hub: FakeHub, api: HfA
     publish(work_dir, "alfworld", REPO, options, api=api)
     assert hub.repos[REPO].private
     assert hub.files(REPO, "main") == {}
-    assert sorted(hub.files(REPO, "v2")) == ["README.md", META_SHARD, SHARD]
+    assert sorted(hub.files(REPO, "v2")) == sorted(UPLOADED)
     assert hub.commits[0].message == "first cut"
 
 
@@ -304,8 +311,7 @@ def test_dry_run_stays_local_and_lists_files_with_sizes(
     result = publish(work_dir, "alfworld", REPO, PublishOptions(dry_run=True), api=api)
     assert hub.requests == []
     root = work_dir / "hub"
-    assert result.files == [(p, (root / p).stat().st_size)
-                            for p in (SHARD, META_SHARD, "README.md")]
+    assert result.files == [(p, (root / p).stat().st_size) for p in UPLOADED]
     text = "\n".join(result.summary_lines())
     assert text.startswith(f"would upload to {REPO}@main:")
     assert "alfworld/train-00000-of-00001.parquet" in text
@@ -345,3 +351,44 @@ def test_an_offline_teacher_corpus_is_refused_without_allow_offline(
 def test_the_card_labels_an_offline_corpus(work_dir: Path) -> None:
     export = export_local(work_dir, "alfworld", PublishOptions())
     assert "Smoke-test corpus" in (export.root / "README.md").read_text()
+
+
+def test_concurrent_publishes_of_two_environments_keep_both_sections(
+    tmp_path: Path, hub: FakeHub, api: HfApi
+) -> None:
+    """webshop commits between alfworld's read of the card and alfworld's commit: the Hub
+    refuses alfworld's commit (its parent is no longer the head), alfworld merges again."""
+    alfworld = build_work_dir(tmp_path / "a")
+    webshop = build_work_dir(tmp_path / "b", "webshop")
+    hub.seed_repo(REPO, {})
+    hub.before_commit = lambda: publish(webshop, "webshop", REPO, PublishOptions(**FAST),
+                                        api=api)
+    publish(alfworld, "alfworld", REPO, PublishOptions(**FAST), api=api)
+
+    assert [c.message.split()[2] for c in hub.commits] == ["webshop", "alfworld"]
+    commit_requests = [r for r in hub.requests if r.method == "POST" and "/commit/" in r.path]
+    assert len(commit_requests) == 3  # webshop's, alfworld's refused one, alfworld's again
+    card = hub.files(REPO)["README.md"].decode()
+    assert "## Config `alfworld`" in card and "## Config `webshop`" in card
+    names = [c["config_name"] for c in card_yaml(card)["configs"]]
+    assert {"alfworld", "webshop", "default"} <= set(names)
+    default = next(c for c in card_yaml(card)["configs"] if c["config_name"] == "default")
+    assert default["data_files"] == [{"split": "train", "path": ["alfworld/train-*",
+                                                                 "webshop/train-*"]}]
+    assert any(p.startswith("webshop/") for p in hub.files(REPO))
+
+
+def test_a_stale_parent_commit_is_refused_by_the_local_hub(hub: FakeHub, api: HfApi) -> None:
+    """The Hub server enforces parent_commit, so the test above tests something."""
+    from huggingface_hub import CommitOperationAdd
+    from huggingface_hub.errors import HfHubHTTPError
+
+    hub.seed_repo(REPO, {"a.txt": b"a"})
+    parent = api.dataset_info(REPO).sha
+    api.create_commit(REPO, [CommitOperationAdd("b.txt", b"b")], commit_message="b",
+                      repo_type="dataset", parent_commit=parent)
+    with pytest.raises(HfHubHTTPError) as raised:
+        api.create_commit(REPO, [CommitOperationAdd("c.txt", b"c")], commit_message="c",
+                          repo_type="dataset", parent_commit=parent)
+    assert raised.value.response.status_code == 412
+    assert "c.txt" not in hub.files(REPO)

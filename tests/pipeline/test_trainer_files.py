@@ -65,22 +65,26 @@ def test_dataset_info_json_feeds_llama_factory_style_loading(work_dir):
     export = export_local(work_dir, "alfworld", PublishOptions(validation_fraction=0.25))
     info = json.loads(export.dataset_info.read_text())
 
-    assert sorted(info) == ["skillsft_alfworld", "skillsft_alfworld_validation"]
+    # one entry per config and split, never one per shard
+    assert sorted(info) == ["skillsft_alfworld", "skillsft_alfworld_metadata",
+                            "skillsft_alfworld_metadata_validation",
+                            "skillsft_alfworld_validation"]
     total = 0
-    for entry in info.values():
+    for name, entry in info.items():
         assert entry["formatting"] == "alpaca"
+        assert entry["hf_hub_url"] == str(export.root.resolve())  # no repo id: the export
         columns = entry["columns"]
-        data = load_dataset("parquet", data_files=str(export.root / entry["file_name"]),
-                            split="train")
+        data = load_dataset(entry["hf_hub_url"], entry["subset"], split=entry["split"])
         assert {columns["prompt"], columns["response"]} <= set(data.column_names)
-        total += data.num_rows
+        total += data.num_rows if "metadata" not in name else 0
     assert total == export.rows
     # entries of other datasets in the file are kept when the export is redone
     info["my_other_data"] = {"file_name": "x.json"}
     export.dataset_info.write_text(json.dumps(info))
-    export_local(work_dir, "alfworld", PublishOptions())
-    assert sorted(json.loads(export.dataset_info.read_text())) == ["my_other_data",
-                                                                   "skillsft_alfworld"]
+    export_local(work_dir, "alfworld", PublishOptions(repo_id="someone/alf-sft"))
+    again = json.loads(export.dataset_info.read_text())
+    assert sorted(again) == ["my_other_data", "skillsft_alfworld", "skillsft_alfworld_metadata"]
+    assert again["skillsft_alfworld"]["hf_hub_url"] == "someone/alf-sft"
 
 
 def test_card_fields_license_name_citation_load_line_and_no_empty_stage_rows(work_dir):

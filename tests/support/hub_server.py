@@ -7,12 +7,19 @@ the code under test runs unchanged with `HfApi(endpoint=hub.url)`:
     POST /api/datasets/<repo>/branch/<branch>         create a branch from main
     GET  /datasets/<repo>/resolve/<rev>/<path>        download a file
     GET  /api/datasets/<repo>/tree/<rev>[/<path>]     list files (recursive)
+    GET  /api/datasets/<repo>/revision/<rev>          repo info: the head commit (`sha`)
     POST /api/validate-yaml                           check a card's YAML parses
     POST /api/datasets/<repo>/preupload/<rev>         upload modes: always "regular"
     POST /api/datasets/<repo>/commit/<rev>            apply an NDJSON commit
 
 Every request is recorded (method, path, lower-cased headers, body), and `faults` injects
 HTTP errors: `hub.faults["commit"] = [503, 503]` makes the next two commits fail with 503.
+
+Every branch has a head commit; `<rev>` may be a branch or any commit id (a snapshot of the
+files at that commit), and a commit whose header names a `parentCommit` that is no longer the
+branch head is refused with 412, as the Hub does. `hub.before_commit` (a callable), when set,
+runs before each commit is applied, outside the lock: a test makes another publish commit
+there, so two publishes race for real.
 """
 
 import base64
@@ -31,10 +38,26 @@ import yaml
 Reply = tuple[int, dict[str, str], bytes]
 
 
+def new_oid() -> str:
+    return uuid.uuid4().hex + "00000000"
+
+
 @dataclass
 class Repo:
     private: bool
     branches: dict[str, dict[str, bytes]] = field(default_factory=lambda: {"main": {}})
+    heads: dict[str, str] = field(default_factory=dict)  # branch -> head commit id
+    snapshots: dict[str, dict[str, bytes]] = field(default_factory=dict)  # commit id -> files
+
+    def __post_init__(self) -> None:
+        for branch, files in self.branches.items():
+            self.record(branch, files)
+
+    def record(self, branch: str, files: dict[str, bytes]) -> str:
+        oid = new_oid()
+        self.heads[branch] = oid
+        self.snapshots[oid] = dict(files)
+        return oid
 
 
 @dataclass
@@ -73,6 +96,7 @@ class FakeHub:
         self.faults: dict[str, list[int]] = {}
         self.url = ""
         self.lock = threading.Lock()
+        self.before_commit: Any = None
 
     # -- test helpers -------------------------------------------------------------------------
 
@@ -85,6 +109,9 @@ class FakeHub:
     # -- dispatch -----------------------------------------------------------------------------
 
     def handle(self, method: str, target: str, headers: dict[str, str], body: bytes) -> Reply:
+        if method == "POST" and "/commit/" in target and self.before_commit is not None:
+            hook, self.before_commit = self.before_commit, None
+            hook()
         with self.lock:
             self.requests.append(Recorded(method, target, headers, body))
             parts = urlsplit(target)
@@ -106,11 +133,14 @@ class FakeHub:
             return "create", self.create_repo, ()
         if method == "POST" and path == "/api/validate-yaml":
             return "validate", self.validate_yaml, ()
+        if method == "GET" and segments[:2] == ["api", "datasets"] and len(segments) == 4:
+            return "revision", self.revision_info, ("/".join(segments[2:4]), "main", "")
         if segments[:2] == ["api", "datasets"] and len(segments) >= 6:
             repo_id, action, rest = "/".join(segments[2:4]), segments[4], segments[5:]
             handlers = {
                 ("POST", "branch"): self.create_branch,
                 ("GET", "tree"): self.tree,
+                ("GET", "revision"): self.revision_info,
                 ("POST", "preupload"): self.preupload,
                 ("POST", "commit"): self.commit,
             }
@@ -122,12 +152,15 @@ class FakeHub:
         return None
 
     def branch(self, repo_id: str, revision: str) -> dict[str, bytes] | Reply:
+        """A branch's files, or (read-only) the files at a commit id."""
         repo = self.repos.get(repo_id)
         if repo is None:
             return not_found("RepoNotFound")
-        if revision not in repo.branches:
-            return not_found("RevisionNotFound")
-        return repo.branches[revision]
+        if revision in repo.branches:
+            return repo.branches[revision]
+        if revision in repo.snapshots:
+            return repo.snapshots[revision]
+        return not_found("RevisionNotFound")
 
     # -- endpoints ----------------------------------------------------------------------------
 
@@ -159,7 +192,18 @@ class FakeHub:
         if branch in self.repos[repo_id].branches:
             return json_reply(409, {"error": "Reference already exists"})
         self.repos[repo_id].branches[branch] = dict(files)
+        self.repos[repo_id].record(branch, files)
         return json_reply(200, {})
+
+    def revision_info(self, repo_id: str, revision: str, _: str, *, query: dict,
+                      body: bytes) -> Reply:
+        files = self.branch(repo_id, revision)
+        if isinstance(files, tuple):
+            return files
+        repo = self.repos[repo_id]
+        sha = repo.heads.get(revision, revision)
+        return json_reply(200, {"id": repo_id, "sha": sha, "private": repo.private,
+                                "siblings": [{"rfilename": name} for name in sorted(files)]})
 
     def resolve(self, repo_id: str, revision: str, file_path: str, *, query: dict,
                 body: bytes) -> Reply:
@@ -201,15 +245,20 @@ class FakeHub:
         ]})
 
     def commit(self, repo_id: str, revision: str, _: str, *, query: dict, body: bytes) -> Reply:
-        files = self.branch(repo_id, revision)
-        if isinstance(files, tuple):
-            return files
+        repo = self.repos.get(repo_id)
+        if repo is None or revision not in repo.branches:
+            return not_found("RepoNotFound" if repo is None else "RevisionNotFound")
+        files = dict(repo.branches[revision])  # applied only when the whole commit is valid
         message, added, deleted = "", [], []
         for line in body.splitlines():
             item = json.loads(line)
             key, value = item["key"], item["value"]
             if key == "header":
                 message = value["summary"]
+                parent = value.get("parentCommit")
+                if parent and parent != repo.heads.get(revision):
+                    return json_reply(412, {"error": "A commit has happened since. Please "
+                                                     "refresh and try again."})
             elif key == "file":
                 files[value["path"]] = base64.b64decode(value["content"])
                 added.append(value["path"])
@@ -220,8 +269,9 @@ class FakeHub:
                 deleted.append(value["path"])
             else:
                 return json_reply(400, {"error": f"fake hub does not support {key}"})
+        repo.branches[revision] = files
+        oid = repo.record(revision, files)
         self.commits.append(Commit(repo_id, revision, message, added, deleted))
-        oid = uuid.uuid4().hex + "00000000"
         return json_reply(200, {"commitUrl": f"{self.url}/datasets/{repo_id}/commit/{oid}",
                                 "commitOid": oid, "pullRequestUrl": None})
 

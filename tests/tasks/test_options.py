@@ -10,6 +10,7 @@
 
 import dataclasses
 import shutil
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
@@ -113,6 +114,8 @@ def changed_value(item: Declared) -> str:
         return f"{max(1, default.low - 1)}-{default.high}"
     if kind == "source_range":
         return "1-1000=nq"
+    if kind == "tokenizer":
+        return str(tiny_tokenizer())
     if item.type is int:
         return str(default - 1 if default > 1 else default + 1)
     if item.type is float:
@@ -122,6 +125,18 @@ def changed_value(item: Declared) -> str:
     raise AssertionError(f"no changed value for {item.name} ({item.type}); add a rule here")
 
 
+def tiny_tokenizer() -> Path:
+    """A word-level tokenizer.json (the `tokenizers` package), for `--tokenizer`."""
+    tokenizers = pytest.importorskip("tokenizers")
+    folder = Path(tempfile.mkdtemp(prefix="tiny-tokenizer-"))
+    tokenizer = tokenizers.Tokenizer(tokenizers.models.WordLevel(unk_token="[UNK]"))
+    tokenizer.pre_tokenizer = tokenizers.pre_tokenizers.Whitespace()
+    tokenizer.train_from_iterator(["you are an agent"], tokenizers.trainers.WordLevelTrainer(
+        special_tokens=["[UNK]"]))
+    tokenizer.save(str(folder / "tokenizer.json"))
+    return folder / "tokenizer.json"
+
+
 def flag_args(item: Declared) -> list[str]:
     return [flag_of(item)] if item.type is bool else [flag_of(item), changed_value(item)]
 
@@ -129,7 +144,9 @@ def flag_args(item: Declared) -> list[str]:
 # Options that count only in a mode other than the default: the baseline opens that mode.
 GATED_BY = {"top_k_skills": ["--skills", "retrieve"], "skill_threshold": ["--skills", "retrieve"],
             "max_block_chars": ["--skills", "retrieve"],
-            "embedding_model": ["--skills", "retrieve"]}
+            "embedding_model": ["--skills", "retrieve"],
+            # flatten reads them only with --fit-cutoff (the report reads cutoff_len always)
+            "cutoff_len": ["--fit-cutoff"], "tokenizer": ["--fit-cutoff"]}
 # Needs an embeddings endpoint to run: checked on the graph's fingerprints instead.
 GRAPH_ONLY = {"embedding_model"}
 

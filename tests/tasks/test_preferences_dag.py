@@ -189,8 +189,13 @@ def test_publish_uploads_pairs_config_and_skill_document(tmp_path: Path, monkeyp
     assert sorted(commit.added) == ["README.md",
                                     "alfworld/metadata/train-00000-of-00001.parquet",
                                     "alfworld/train-00000-of-00001.parquet",
+                                    "alfworld_conversational/train-00000-of-00001.parquet",
                                     "alfworld_preferences/train-00000-of-00001.parquet",
-                                    "skills/alfworld-skills/SKILL.md"]
+                                    "alfworld_preferences_conversational/"
+                                    "train-00000-of-00001.parquet",
+                                    "alfworld_trajectories/train-00000-of-00001.parquet",
+                                    "skills/alfworld-skills/SKILL.md",
+                                    "skills/alfworld-skills/skill_bank.json"]
     assert commit.deleted == ["alfworld_preferences/train-00000-of-00002.parquet"]
     table = pq.read_table(io.BytesIO(files["alfworld_preferences/train-00000-of-00001.parquet"]))
     assert table.column_names == ["prompt", "chosen", "rejected"]
@@ -199,8 +204,11 @@ def test_publish_uploads_pairs_config_and_skill_document(tmp_path: Path, monkeyp
         work / "skills" / "alfworld-skills" / "SKILL.md").read_bytes()
     card = files["README.md"].decode()
     configs = yaml.safe_load(card.split("---", 2)[1])["configs"]
-    assert sorted(c["config_name"] for c in configs) == ["alfworld", "alfworld_metadata",
-                                                         "alfworld_preferences"]
+    assert sorted(c["config_name"] for c in configs) == [
+        "alfworld", "alfworld_conversational", "alfworld_metadata", "alfworld_preferences",
+        "alfworld_preferences_conversational", "alfworld_trajectories", "default"]
+    bank = files["skills/alfworld-skills/skill_bank.json"]
+    assert bank == (work / "skill_bank.json").read_bytes()
     assert "## Config `alfworld_preferences`" in card
 
 

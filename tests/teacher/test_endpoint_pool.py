@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from skillsft.cli import build_parser
-from skillsft.pipeline.formats.dataset_card import public_endpoint
+from skillsft.pipeline.stages.publish.card import public_endpoint
 from skillsft.pipeline.teacher.openai.endpoint_pool import check_endpoints
 from skillsft.pipeline.teacher.openai.endpoints import (
     full_base_url,

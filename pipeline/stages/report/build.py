@@ -24,11 +24,11 @@ from typing import Annotated
 from skillsft.pipeline.envs import get_env
 from skillsft.pipeline.formats.token_lengths import DEFAULT_CUTOFF_LEN
 from skillsft.pipeline.options import Opt
+from skillsft.pipeline.stages.corpus_bank import corpus_bank
 from skillsft.pipeline.stages.corpus_metrics import skill_use
 from skillsft.pipeline.stages.report.readers import (
     DISTILLED_FILE,
     REJECTS_FILE,
-    SKILL_BANK_FILE,
     Provenance,
     Read,
     conversation_dicts,
@@ -38,7 +38,6 @@ from skillsft.pipeline.stages.report.readers import (
     load_manifests,
     provenance_file,
     published_rows,
-    sha256_of,
 )
 from skillsft.pipeline.stages.report.statistics import (
     CorpusTally,
@@ -139,7 +138,7 @@ def build_report(work_dir: str | Path, env: str,
         models=usage_by_model(usage),
         wall_seconds_total=round(sum(s.wall_seconds or 0.0 for s in stages), 3),
         corpus_stats=stats,
-        skill_bank_sha256=sha256_of(work_dir / SKILL_BANK_FILE),
+        skill_bank_sha256=bank.sha256 if (bank := corpus_bank(work_dir)) else None,
         published_rows=rows,
         checks=consistency_checks(work_dir, env, corpus.records, stages, provenance_read, rows),
         warnings=warnings,

@@ -42,6 +42,7 @@ class Provenance(OpenModel):
     turn: int
     num_steps: int
     source: str
+    skill_ids: list[str] | None = None  # the items the instruction shows (None: older file)
 
 
 @dataclass

@@ -126,7 +126,7 @@ class BatchLedger:
     def append(self, event: LedgerEvent) -> None:
         data = orjson.dumps(event.model_dump(exclude_defaults=True) | {"event": event.event})
         with self.claims.exclusive("append"):
-            fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+            fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o666)
             try:
                 size = os.fstat(fd).st_size
                 if size and os.pread(fd, 1, size - 1) != b"\n":

@@ -28,6 +28,23 @@ from skillsft.schemas.report import SMOKE_TEST_NOTE, RunReport
 TASK_CATEGORIES = ("text-generation",)
 TAGS = ("agent", "sft", "skills", "skillsft")
 DEFAULT_LICENSE = "other"
+# The thoughts are written by a teacher model: machine-generated annotations of rollouts that
+# the publisher's own agents produced (no Hub dataset they extend: `original`).
+ANNOTATIONS_CREATORS = ("machine-generated",)
+SOURCE_DATASETS = ("original",)
+# The Hub asks a card whose license is `other` to name it and link its text; ours is the card's
+# License section until the publisher says otherwise (--license-name, --license-link).
+OTHER_LICENSE_NAME = "skillsft-mixed-sources"
+OTHER_LICENSE_LINK = "README.md"
+DEFAULT_CONFIG = "default"
+LICENSE_SECTION = "license"
+LICENSE_TEXT = (
+    "## License\n\n"
+    "The card says `license: other` because nobody chose one yet: each record mixes the "
+    "environment's data (observations, tasks, actions of the rollouts) with text a teacher "
+    "model wrote (thoughts, skills), so its terms are those of the environment's data and of "
+    "the teacher provider. The publisher sets the license with `skillsft publish --license ID`."
+)
 
 # (upper bound, label) in the Hub's size_categories vocabulary.
 SIZE_CATEGORIES = (
@@ -204,6 +221,15 @@ def merged_card(
     data = card.data
     if license or not data.get("license"):
         data.license = license or DEFAULT_LICENSE
+    if data.license == DEFAULT_LICENSE:
+        data.license_name = data.get("license_name") or OTHER_LICENSE_NAME
+        data.license_link = data.get("license_link") or OTHER_LICENSE_LINK
+    else:  # a named license: the Hub reads no license_name/license_link for it
+        data.pop("license_name", None)
+        data.pop("license_link", None)
+    data.annotations_creators = sorted({*(data.get("annotations_creators") or []),
+                                        *ANNOTATIONS_CREATORS})
+    data.source_datasets = sorted({*(data.get("source_datasets") or []), *SOURCE_DATASETS})
     data.task_categories = sorted({*(data.get("task_categories") or []), *TASK_CATEGORIES})
     data.tags = sorted({*(data.get("tags") or []), *TAGS, config.env})
     data.language = data.get("language") or ["en"]
@@ -218,8 +244,19 @@ def merged_card(
     body = card.text if existing and card.text.strip() else default_body(
         pretty_name or data.get("pretty_name") or "skillsft agent SFT corpus"
     )
-    card.text = replace_section(body, config.env, settings)
+    card.text = with_license_section(replace_section(body, config.env, settings),
+                                     data.license == DEFAULT_LICENSE)
     return str(card)
+
+
+def with_license_section(body: str, needed: bool) -> str:
+    """The body with the License section the `other` license links to (or without it, once a
+    license is named)."""
+    start, end = section_markers(LICENSE_SECTION)
+    if needed:
+        return replace_section(body, LICENSE_SECTION, LICENSE_TEXT)
+    pattern = re.compile(r"\n*" + re.escape(start) + r".*?" + re.escape(end) + r"\n?", re.DOTALL)
+    return pattern.sub("\n", body)
 
 
 def add_configs(card_text: str, configs: "list[CardConfig]") -> str:
@@ -230,6 +267,27 @@ def add_configs(card_text: str, configs: "list[CardConfig]") -> str:
         DatasetInfosDict({config.env: config.dataset_info()}).to_dataset_card_data(card.data)
         MetadataConfigs({config.env: {"data_files": config.data_files()}}).to_dataset_card_data(
             card.data)
+    return str(card)
+
+
+def with_default_config(card_text: str, environments: "set[str]") -> str:
+    """The card with a `default` config: every environment's alpaca rows, so that
+    `load_dataset(repo)` works without a config name. It is rebuilt from the environment configs
+    the card lists, after every merge, so it always covers exactly the environments published."""
+    card = DatasetCard(card_text)
+    configs = [c for c in card.data.get("configs") or [] if c.get("config_name") in environments]
+    by_split: dict[str, list[str]] = {}
+    for config in sorted(configs, key=lambda c: c["config_name"]):
+        for entry in config.get("data_files") or []:
+            paths = entry["path"] if isinstance(entry["path"], list) else [entry["path"]]
+            by_split.setdefault(entry["split"], []).extend(paths)
+    others = [c for c in card.data.get("configs") or [] if c.get("config_name") != DEFAULT_CONFIG]
+    if by_split:
+        default = {"config_name": DEFAULT_CONFIG, "default": True,
+                   "data_files": [{"split": split, "path": paths}
+                                  for split, paths in by_split.items()]}
+        others = [default, *({k: v for k, v in c.items() if k != "default"} for c in others)]
+    card.data.configs = others
     return str(card)
 
 
