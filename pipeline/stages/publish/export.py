@@ -108,7 +108,7 @@ class LocalExport:
     splits: dict[str, int]  # split -> rows
     card_config: CardConfig
     notes: list[str] = field(default_factory=list)
-    # Preference pairs and the skill document, when the run made them (pipeline/publish_extras)
+    # Preference pairs and the skill document, when the run made them (extras.py)
     extra_configs: list[tuple[CardConfig, str]] = field(default_factory=list)
     extra_folders: list[str] = field(default_factory=list)
     # Configs listed in the card's YAML only (no section of their own): <env>_metadata,

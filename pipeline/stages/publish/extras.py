@@ -23,6 +23,7 @@ from pathlib import Path
 import orjson
 from datasets import Dataset, Features, List, SplitInfo, Value
 
+from skillsft.pipeline import workdir
 from skillsft.pipeline.stages.corpus_bank import CorpusBank
 from skillsft.pipeline.stages.publish.card import CardConfig
 from skillsft.pipeline.stages.publish.parquet import write_config
@@ -50,10 +51,6 @@ def skills_folder(env: str) -> str:
     return f"{SKILLS_DIR}/{env}-skills"
 
 
-def pairs_file(env: str) -> str:
-    return f"{env}_preference_pairs.jsonl"
-
-
 @dataclass
 class ExtraExport:
     paths: list[Path] = field(default_factory=list)
@@ -75,7 +72,7 @@ def read_pairs(path: Path, notes: list[str]) -> list[dict[str, str]]:
 
 
 def export_preferences(work_dir: Path, env: str, root: Path, extra: ExtraExport) -> None:
-    source = work_dir / pairs_file(env)
+    source = work_dir / workdir.preference_pairs(env)
     name = preference_config(env)
     final = root / name
     shutil.rmtree(final, ignore_errors=True)
