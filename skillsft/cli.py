@@ -45,8 +45,8 @@ def add_teacher_flags(parser: argparse.ArgumentParser, *, per_stage_models: bool
         if item.name != "model" or not per_stage_models:
             group.add_argument(flag_of(item), **argument_options(item))
     group.add_argument("--prices", default=None, metavar="FILE",
-                       help='JSON {"model": [usd_per_1M_input, usd_per_1M_output]} overriding '
-                       "the built-in price table")
+                       help='JSON {"model": [usd_per_1M_input, usd_per_1M_output]} (cached and '
+                       "batch rates optional) overriding the price data bundled with genai-prices")
     group.add_argument("--batch", nargs="?", const="all", default=None, metavar="STAGES",
                        help="send requests through the provider's Batch API at half price: "
                        "every teacher stage, or only STAGES (comma-separated, e.g. "
