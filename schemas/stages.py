@@ -35,7 +35,6 @@ STAGES: tuple[Stage, ...] = (
     Stage("evolve", teacher="evolve", model="aggregate_model"),
     Stage("gate"),
 )
-BY_NAME: dict[str, Stage] = {stage.name: stage for stage in STAGES}
 
 STAGE_NAMES: tuple[str, ...] = tuple(stage.name for stage in STAGES)
 CORPUS_STAGES: tuple[str, ...] = tuple(stage.name for stage in STAGES if stage.corpus)

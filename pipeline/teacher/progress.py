@@ -10,12 +10,8 @@ import time
 from tqdm.auto import tqdm
 
 from skillsft.pipeline.teacher.base import BatchStats, TeacherResult
+from skillsft.pipeline.teacher.failures import failure_kind
 from skillsft.pipeline.teacher.pricing import PriceTable
-
-
-def failure_kind(error: str) -> str:
-    """The counter name of a failure: the text before the first colon of its error."""
-    return error.split(":", 1)[0].strip() or "unknown"
 
 
 class BatchTracker:

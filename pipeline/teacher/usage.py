@@ -13,9 +13,10 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
+from skillsft.pipeline.formats.token_lengths import CHARS_PER_TOKEN
+
 log = logging.getLogger("skillsft.teacher")
 
-CHARS_PER_TOKEN = 4
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,6 @@ from skillsft.testing.openai_server import body_tag, schema_answer
 _ASKED = re.compile(r"exactly one thought for each step_index in \[([-\d, ]*)\]")
 
 
-_MEMORY_ID = re.compile(r'"id":"([^"]+)"')
 _BANK_ENTRY = re.compile(r"^(\S+) \[(\S+)\] ", re.M)
 _NUMBERED = re.compile(r"^(\d+)\. (\{.*\})$", re.M)
 _EDIT_FIELDS = ("title", "principle", "when_to_apply", "description", "why_it_happens",

@@ -12,8 +12,6 @@ from collections.abc import Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-import orjson
-
 from skillsft.pipeline.stages.aggregate import memory_category, render_item
 from skillsft.pipeline.stages.evolve.bank_view import sections_of
 from skillsft.pipeline.stages.evolve.options import EvolveOptions
@@ -135,9 +133,3 @@ def build_requests(memories: Sequence[Memory], bank: Sequence[Entry], spec: "Env
                             shown_rejected, sections_of(spec), options.edits_per_call, words),
         ))
     return requests
-
-
-def rejected_key(edit: dict[str, Any]) -> bytes:
-    """What makes two rejected edits the same, for deduplicating the prompt's list."""
-    return orjson.dumps([edit.get("op"), edit.get("section"), edit.get("target_id"),
-                         edit.get("text", {})], option=orjson.OPT_SORT_KEYS)

@@ -7,7 +7,6 @@ corpus of any size while holding one record; `load_corpus` and `load_provenance`
 lists for callers that need every record at once.
 """
 
-import hashlib
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -24,7 +23,6 @@ from skillsft.schemas.conversation import AlpacaRecord
 
 # The work dir's names belong to pipeline/workdir.py; kept under these names for readers here.
 REJECTS_FILE = workdir.REJECTS["parse"]  # every rejects file ends with it
-SKILL_BANK_FILE = workdir.SKILL_BANK
 DISTILLED_FILE = workdir.DISTILLED
 HUB_DIR = workdir.HUB_DIR
 
@@ -148,16 +146,6 @@ def load_manifests(work_dir: Path) -> Loaded:
         else:
             loaded.items.append((name, manifest))
     return loaded
-
-
-def sha256_of(path: Path) -> str | None:
-    if not path.is_file():
-        return None
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for chunk in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def published_rows(work_dir: Path, env: str) -> dict[str, int]:

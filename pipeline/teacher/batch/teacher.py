@@ -49,7 +49,7 @@ from skillsft.pipeline.teacher.batch.provider import (
 )
 from skillsft.pipeline.teacher.journal import Journal, JournalRecord
 from skillsft.pipeline.teacher.openai.chat_request import body_bytes, chat_body, chat_key
-from skillsft.pipeline.teacher.openai.endpoints import redact_url
+from skillsft.pipeline.teacher.openai.endpoints import redact_url, scrub
 from skillsft.pipeline.teacher.openai.structured import Messages, ResponseMode
 from skillsft.pipeline.teacher.openai.teacher import (
     OpenAITeacher,
@@ -59,7 +59,7 @@ from skillsft.pipeline.teacher.openai.teacher import (
 from skillsft.pipeline.teacher.pricing import PriceTable
 from skillsft.pipeline.teacher.progress import BatchTracker
 from skillsft.pipeline.teacher.settings import TeacherSettings, require_api_key
-from skillsft.pipeline.teacher.usage import read_usage
+from skillsft.pipeline.teacher.usage import read_usage, warn_missing_usage
 
 log = logging.getLogger("skillsft.teacher")
 
@@ -160,17 +160,19 @@ class BatchTeacher:
     def _api_errors(self) -> Iterator[None]:
         """A failed Batch API call ends the stage with one line (never the key); what was
         submitted or collected before it is in the ledger and the journal."""
-        shown = redact_url(self.settings.first_endpoint())
+        url = self.settings.first_endpoint()
+        shown = redact_url(url)
         try:
             yield
         except openai.NotFoundError as exc:
             raise BatchApiError(
-                f"{shown} does not offer the Batch API ({exc.request.url} "
+                f"{shown} does not offer the Batch API ({scrub(str(exc.request.url), url)} "
                 "answered 404); run without --batch"
             ) from None
         except openai.APIError as exc:
             secret = self.settings.api_key.get_secret_value() if self.settings.api_key else ""
-            detail = str(exc).replace(secret, "[api key]") if secret else str(exc)
+            detail = scrub(str(exc), url)
+            detail = detail.replace(secret, "[api key]") if secret else detail
             raise BatchApiError(
                 f"a Batch API call to {shown} failed ({type(exc).__name__}: "
                 f"{detail[:300]}); re-run the same command: submitted batches are kept"
@@ -234,14 +236,17 @@ class BatchTeacher:
     def _journal_answer(self, outcome: ItemOutcome, mode: str | None) -> JournalRecord:
         completion = outcome.completion or {}
         choice = (completion.get("choices") or [{}])[0]
-        usage = read_usage(completion.get("usage"))
+        raw_text = (choice.get("message") or {}).get("content")
+        usage = read_usage(completion.get("usage"), "", raw_text)
+        if usage.estimated:
+            warn_missing_usage(redact_url(self.settings.first_endpoint()), self.model)
         record = JournalRecord(
             key=outcome.key, kind="response", stage=self.stage,
             model=completion.get("model") or self.model,
-            raw_text=(choice.get("message") or {}).get("content"),
+            raw_text=raw_text,
             finish_reason=choice.get("finish_reason"),
             prompt_tokens=usage.prompt_tokens, completion_tokens=usage.completion_tokens,
-            cached_prompt_tokens=usage.cached_prompt_tokens,
+            cached_prompt_tokens=usage.cached_prompt_tokens, usage_estimated=usage.estimated,
             time=time.time(), response_mode=mode,
         )
         self.journal.append(record)

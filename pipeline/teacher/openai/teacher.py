@@ -36,6 +36,7 @@ import httpx2
 import openai
 import orjson
 
+from skillsft.pipeline.formats.token_lengths import CHARS_PER_TOKEN
 from skillsft.pipeline.teacher.base import TeacherRequest, TeacherResult
 from skillsft.pipeline.teacher.batch.conversation import Step, follow
 from skillsft.pipeline.teacher.failures import retryable_after, skip_reason
@@ -649,7 +650,8 @@ class _BatchRun:
         if runtime.rpm is not None:
             paced.request = await runtime.rpm.take(1)
         if runtime.tpm is not None:
-            amount = sum(len(m.get("content", "")) for m in messages) // 4 + max_output
+            chars = sum(len(m.get("content", "")) for m in messages)
+            amount = chars // CHARS_PER_TOKEN + max_output
             paced.tokens = min(amount, runtime.tpm.cap)
             paced.tokens_at = await runtime.tpm.take(amount)
         return paced
