@@ -89,10 +89,6 @@ class WorkDir:
         return self.root / STATE_DIR
 
     @property
-    def manifests(self) -> Path:
-        return self.state
-
-    @property
     def journal(self) -> Path:
         return self.root / "journal"
 
@@ -108,15 +104,5 @@ class WorkDir:
     def estimate_scratch(self) -> Path:
         return self.state / "estimate"
 
-    @property
-    def shards(self) -> Path:
-        return self.state / "shards"
-
     def spend_file(self, spend_id: str) -> Path:
         return self.state / "spend" / f"{spend_id}.jsonl"
-
-    def rejects(self, stage: str) -> Path:
-        return self.root / REJECTS[stage]
-
-    def manifest(self, output_name: str) -> Path:
-        return manifest_for(self.root / output_name)
