@@ -11,13 +11,13 @@ import logging
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
 
 import orjson
 from openai import OpenAI, OpenAIError
 
 from skillsft.pipeline.errors import SkillsftError
 from skillsft.pipeline.teacher.journal import Journal, JournalRecord
+from skillsft.pipeline.teacher.openai.endpoints import redact_url, split_query
 from skillsft.pipeline.teacher.settings import TeacherSettings
 
 log = logging.getLogger("skillsft.teacher")
@@ -44,13 +44,15 @@ class EmbeddingClient:
                 "flag out to use the lexical scorer")
         self.model = model
         self.endpoint = settings.first_endpoint()
-        # What messages may name: the URL without user info, query or fragment.
-        parts = urlsplit(self.endpoint)
-        self.shown_endpoint = urlunsplit((parts.scheme, parts.netloc.rpartition("@")[2],
-                                          parts.path, "", ""))
+        # What messages may name: the URL with its credentials redacted (endpoints.py).
+        self.shown_endpoint = redact_url(self.endpoint)
         self.journal = Journal(Path(journal_dir) / f"{EMBEDDINGS_STAGE}.jsonl")
-        self.client = OpenAI(api_key=settings.api_key.get_secret_value(), base_url=self.endpoint,
-                             timeout=settings.timeout, max_retries=settings.max_retries)
+        # The openai client appends paths to the base URL as text: a query (`?api-key=...`)
+        # travels as default_query, as the chat runtime sends it.
+        base_url, query = split_query(self.endpoint)
+        self.client = OpenAI(api_key=settings.api_key.get_secret_value(), base_url=base_url,
+                             default_query=query or None, timeout=settings.timeout,
+                             max_retries=settings.max_retries)
         self.calls_new = 0
         self.calls_from_journal = 0
 
