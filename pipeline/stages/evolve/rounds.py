@@ -14,15 +14,15 @@ from typing import Any
 
 import orjson
 
+from skillsft.pipeline import workdir
 from skillsft.pipeline.durable import write_bytes_atomically
 from skillsft.pipeline.formats import jsonio
 
 EVOLUTION_DIR = "evolution"
 ROUND_FILE = "round.json"
-PROCESSED = "processed_trajectories.json"
-MEMORIES = "generated_memories.json"
+# a round's stage 1 and memories outputs, and its accepted bank, carry the work dir's names
+PROCESSED, MEMORIES, ACCEPTED = workdir.PROCESSED, workdir.MEMORIES, workdir.SKILL_BANK
 CANDIDATE = "candidate_skill_bank.json"
-ACCEPTED = "skill_bank.json"
 SELECTION = "selection.jsonl"  # every edit with its fate as of selection (candidate task)
 EDITS = "edits.jsonl"  # the same after the gate: final fates
 REJECTED = "rejected_edits.jsonl"

@@ -35,8 +35,6 @@ PREFERENCE_FEATURES = Features(
 MESSAGES = List({"role": Value("string"), "content": Value("string")})
 CONVERSATIONAL_PREFERENCE_FEATURES = Features(
     {"prompt": MESSAGES, "chosen": MESSAGES, "rejected": MESSAGES})
-SKILLS_DIR = "skills"
-BANK_FILE = "skill_bank.json"
 
 
 def preference_config(env: str) -> str:
@@ -48,7 +46,7 @@ def conversational_preference_config(env: str) -> str:
 
 
 def skills_folder(env: str) -> str:
-    return f"{SKILLS_DIR}/{env}-skills"
+    return f"{workdir.SKILLS_DIR}/{env}-skills"
 
 
 @dataclass
@@ -120,7 +118,7 @@ def export_preferences(work_dir: Path, env: str, root: Path, extra: ExtraExport)
 
 
 def export_skill_document(work_dir: Path, env: str, root: Path, extra: ExtraExport) -> None:
-    source = work_dir / SKILLS_DIR / f"{env}-skills" / "SKILL.md"
+    source = work_dir / skills_folder(env) / "SKILL.md"
     target = root / skills_folder(env) / "SKILL.md"
     target.unlink(missing_ok=True)
     if not source.is_file():
@@ -132,15 +130,15 @@ def export_skill_document(work_dir: Path, env: str, root: Path, extra: ExtraExpo
 
 def export_skill_bank(env: str, root: Path, bank: CorpusBank | None, extra: ExtraExport) -> None:
     """The bank the corpus was made with, when its file still has the bytes distill read."""
-    target = root / skills_folder(env) / BANK_FILE
+    target = root / skills_folder(env) / workdir.SKILL_BANK
     target.unlink(missing_ok=True)
     if bank is None:
         return
     if not bank.current:
         extra.notes.append(
             f"{bank.path} is not the skill bank this corpus was made with any more (its sha256 "
-            f"is no longer {bank.sha256}): {skills_folder(env)}/{BANK_FILE} not uploaded; put "
-            "the original back there, or run distill again")
+            f"is no longer {bank.sha256}): {skills_folder(env)}/{workdir.SKILL_BANK} not "
+            "uploaded; put the original back there, or run distill again")
         return
     target.parent.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(bank.path, target)

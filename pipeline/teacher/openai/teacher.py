@@ -397,17 +397,13 @@ class _BatchRun:
             claim.release()
 
     async def _probe_call(
-        self, probe: TeacherRequest[Any], key: str, parameters: dict[str, Any],
-        format_parameter: dict[str, Any] | None, mode: ResponseMode,
+        self, probe: TeacherRequest[Any], key: str, parameters: dict[str, Any], body: bytes,
+        mode: ResponseMode,
     ) -> JournalRecord:
         """One probe request. Transient failures (429, 5xx, a dropped connection) are retried
         here, briefly, and never a refusal: llama-cpp-python refuses with a 500, and the
         client's own backoff would spend seconds on each."""
         timeout = httpx2.Timeout(min(self.settings.timeout, 60.0), connect=CONNECT_DEADLINE_S)
-        probe_body: dict[str, Any] = {"model": self.teacher.model,
-                                      "messages": list(probe.messages), **parameters}
-        if format_parameter is not None:
-            probe_body["response_format"] = format_parameter
         attempt = 0
         while True:
             paced = await self._pace(probe.messages, int(parameters.get(
@@ -419,7 +415,7 @@ class _BatchRun:
                 client = endpoint.client.with_options(max_retries=0, timeout=timeout)
                 try:
                     answer = await client.post(CHAT_COMPLETIONS_PATH, cast_to=httpx2.Response,
-                                               content=body_bytes(probe_body))
+                                               content=body)
                     self.pool.succeeded(endpoint)
                     answered = await self._journal_response(
                         probe, key, answer.content, time.monotonic() - started, mode)
@@ -451,11 +447,12 @@ class _BatchRun:
         parameters = dict(teacher.parameters)
         if not is_reasoning_model(teacher.model):
             parameters["max_tokens"] = min(PROBE_MAX_TOKENS, self.settings.max_output_tokens)
+        asked = ({"role": "user", "content": PROBE_PROMPT},)
         for mode in RESPONSE_MODES:
-            messages = messages_for_mode(
-                ({"role": "user", "content": PROBE_PROMPT},), mode, ProbeAnswer
-            )
+            messages = messages_for_mode(asked, mode, ProbeAnswer)
             format_parameter = response_format(mode, ProbeAnswer)
+            # the bytes a stage's request would send in this mode (chat_request.py)
+            body = body_bytes(chat_body(teacher.model, asked, parameters, mode, ProbeAnswer))
             key = request_key(
                 model=teacher.model, messages=messages,
                 parameters={**parameters, "response_format": format_parameter},
@@ -466,7 +463,7 @@ class _BatchRun:
                 answer_model=ProbeAnswer, prompt_version=PROBE_PROMPT_VERSION,
             )
             try:
-                record = await self._probe_call(probe, key, parameters, format_parameter, mode)
+                record = await self._probe_call(probe, key, parameters, body, mode)
             except openai.APIStatusError as exc:
                 if is_format_refusal(exc):
                     await self._failed(probe, key, "format_refused", str(exc))
