@@ -86,19 +86,29 @@ def sample_final_choices(
     return tuple(choices)
 
 
+_ACTION_BREAKS = re.compile(r"[\[\]]|, ")
+
+
 def split_actions(text: str) -> tuple[str, ...]:
-    """Split a rendered admissible list on ", " outside brackets (`search[a, b]` is one action)."""
+    """Split a rendered admissible list on ", " outside brackets (`search[a, b]` is one action).
+
+    Flatten reads every turn's list back, so only the brackets and separators are visited
+    (a list without brackets is a plain split); a "]" without its "[" does not go below depth 0.
+    """
     if not text:
         return ()
+    if "[" not in text:
+        return tuple(text.split(", "))
     actions, depth, start = [], 0, 0
-    for i, char in enumerate(text):
-        if char == "[":
+    for found in _ACTION_BREAKS.finditer(text):
+        mark = found.group()
+        if mark == "[":
             depth += 1
-        elif char == "]":
+        elif mark == "]":
             depth = max(0, depth - 1)
-        elif depth == 0 and text.startswith(", ", i):
-            actions.append(text[start:i])
-            start = i + 2
+        elif depth == 0:
+            actions.append(text[start : found.start()])
+            start = found.end()
     actions.append(text[start:])
     return tuple(actions)
 

@@ -42,8 +42,27 @@ TOKEN_APPROXIMATION = (
 )
 
 
+def _ascii_classes() -> bytes:
+    """Each ASCII byte's class under TOKEN_PIECE, asked of the regex itself so the two cannot
+    disagree: w (a word character), space (whitespace, \\x1c-\\x1f included), p (any other)."""
+    word, space = re.compile(r"\w"), re.compile(r"\s")
+    return bytes(ord("w") if word.fullmatch(chr(i)) else ord(" ") if space.fullmatch(chr(i))
+                 else ord("p") for i in range(128)) + b"p" * 128
+
+
+_ASCII_CLASSES = _ascii_classes()
+
+
 def approx_tokens(text: str) -> int:
-    return len(TOKEN_PIECE.findall(text))
+    """How many TOKEN_PIECE pieces `text` holds. The report counts every record twice, so an
+    ASCII text (nearly all of them) is counted without building the pieces: its bytes are
+    mapped to their classes and the pieces are the p bytes plus the runs of w bytes (each run
+    starts at the text's start or after a space or a p). Other text goes through the regex."""
+    if not text.isascii():
+        return len(TOKEN_PIECE.findall(text))
+    classes = text.encode().translate(_ASCII_CLASSES)
+    return (classes.count(b"p") + classes.count(b"pw") + classes.count(b" w")
+            + classes.startswith(b"w"))
 
 
 def estimate_tokens(text: str) -> int:

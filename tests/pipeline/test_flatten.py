@@ -3,8 +3,10 @@
 from collections import Counter
 from pathlib import Path
 
+import pytest
+
 from skillsft.pipeline.envs import get_env
-from skillsft.pipeline.formats.conversations import TextTurn
+from skillsft.pipeline.formats.conversations import TextTurn, split_actions
 from skillsft.pipeline.formats.postchecks import (
     admissible_action,
     apply_postchecks,
@@ -226,3 +228,21 @@ def test_real_alfworld_sample_round_trips_through_distill_and_flatten() -> None:
     assert [r.reason for r in result.rejects] == ["action_not_admissible"] * dropped
     assert len(result.records) + dropped == distilled.counts["turns"]
     assert all("\n\n## Current Progress\n" in r.instruction for r in result.records)
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("", ()),
+    ("look", ("look",)),
+    ("go to cabinet 1, take mug 1 from cabinet 1, look",
+     ("go to cabinet 1", "take mug 1 from cabinet 1", "look")),
+    ("search[red shirt, size large], click[< prev]",
+     ("search[red shirt, size large]", "click[< prev]")),
+    ("click[a[b, c], d], look", ("click[a[b, c], d]", "look")),  # nested brackets
+    ("a], b, c", ("a]", "b", "c")),  # a stray "]" does not open a bracket
+    ("a,, b, , c", ("a,", "b", "", "c")),  # separators are taken left to right
+    ("click[x, y", ("click[x, y",)),  # an unclosed bracket keeps the rest together
+    ("look, ", ("look", "")),
+])
+def test_split_actions_splits_outside_brackets_only(text: str, expected: tuple[str, ...]) -> None:
+    assert split_actions(text) == expected
+    assert ", ".join(split_actions(text)) == text  # the list renders back to its text

@@ -247,3 +247,18 @@ def test_token_approximation_counts_words_and_punctuation() -> None:
     assert approx_tokens("go to cabinet 1, then look.") == 8
     assert approx_tokens("") == 0
 
+
+@pytest.mark.parametrize("text", [
+    "look", " look", "look ", "a.b", "..", "__init__ x", "x\ty\nz", "tab\x0b\x0c\x1cfs\x1f",
+    "click[< prev], search[red shoes]", "-1.5e3", "ab  cd. e", "\x00\x7f", "café au lait",
+    "naïve, ünïcode", "日本語 text", "\u00a0nbsp\u2028sep", "x" * 50 + "." * 50,
+])
+def test_token_count_is_the_regex_count_for_any_text(text: str) -> None:
+    """The ASCII shortcut counts exactly what the documented regex finds (the report's and
+    the card's figures must not move with it); non-ASCII text takes the regex itself."""
+    from skillsft.pipeline.formats.token_lengths import TOKEN_PIECE
+
+    assert approx_tokens(text) == len(TOKEN_PIECE.findall(text))
+    every_ascii = "".join(map(chr, range(128))) + text
+    assert approx_tokens(every_ascii) == len(TOKEN_PIECE.findall(every_ascii))
+
