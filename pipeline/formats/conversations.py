@@ -16,6 +16,7 @@ Both offer the same methods (`system`, `succeeded`, `build_turns`, `alpaca_recor
 the environment's module (`pipeline/envs/alfworld.py`, ...) beside its other data.
 """
 
+import functools
 import hashlib
 import random
 import re
@@ -114,11 +115,19 @@ def split_actions(text: str) -> tuple[str, ...]:
 
 
 def template_pattern(template: str, groups: dict[str, str]) -> re.Pattern[str]:
-    """A regex matching what `template.format(...)` produces, capturing the named fields."""
+    """A regex matching what `template.format(...)` produces, capturing the named fields.
+
+    Built once per (template, groups): flatten asks for the same few on every turn."""
+    return _template_pattern(template, tuple(sorted(groups.items())))
+
+
+@functools.lru_cache(maxsize=64)
+def _template_pattern(template: str, groups: tuple[tuple[str, str], ...]) -> re.Pattern[str]:
+    given = dict(groups)
     pattern, pos = "", 0
     for match in re.finditer(r"\{(\w+)\}", template):
         pattern += re.escape(template[pos : match.start()])
-        pattern += f"(?P<{match.group(1)}>{groups.get(match.group(1), '.*?')})"
+        pattern += f"(?P<{match.group(1)}>{given.get(match.group(1), '.*?')})"
         pos = match.end()
     pattern += re.escape(template[pos:])
     return re.compile(pattern, re.DOTALL)
