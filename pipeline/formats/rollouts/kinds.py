@@ -248,7 +248,10 @@ def select_env_folders(
     rejects: list[Reject],
 ) -> Iterator[TrajectorySet]:
     """The kept env folders' records, in order, each read back from disk only when it is
-    reached (the candidates are only labels), so stage 1 holds one record at a time."""
+    reached (the candidates are only labels), so stage 1 holds one record at a time. A kept
+    env's record is built as soon as its folder's result arrives, while the workers parse the
+    folders after it; the envs the quotas leave out are listed after the last result, as
+    before."""
 
     def labelled() -> Iterable[tuple[EnvLabel, EnvCandidate]]:
         for result in results:
@@ -256,15 +259,7 @@ def select_env_folders(
                 yield candidate.label, candidate
 
     skipped: list[tuple[EnvCandidate, str]] = []
-    kept = apply_env_quotas(labelled(), options, counts, skipped)
-    for candidate, reason in skipped:
-        rejects.append(Reject(
-            stage=STAGE, file=candidate.env_id, trajectory=candidate.env_id,
-            reason=f"skipped_{reason.removeprefix('skipped_')}",
-            detail=f"{candidate.label} env left out by the selection quotas (--n-success-envs, "
-                   "--n-fail-envs, --include-mixed)",
-        ))
-    for candidate in kept:
+    for candidate in apply_env_quotas(labelled(), options, counts, skipped):
         folder = Path(candidate.folder)
         trajectories = [
             [to_step(raw) for raw in load_trajectory(folder / name, counts, options.max_file_mb)]
@@ -278,6 +273,13 @@ def select_env_folders(
             type=candidate.label,
             trajectories=trajectories,
         )
+    for candidate, reason in skipped:
+        rejects.append(Reject(
+            stage=STAGE, file=candidate.env_id, trajectory=candidate.env_id,
+            reason=f"skipped_{reason.removeprefix('skipped_')}",
+            detail=f"{candidate.label} env left out by the selection quotas (--n-success-envs, "
+                   "--n-fail-envs, --include-mixed)",
+        ))
 
 
 STEP_FORMAT = RolloutFormat(

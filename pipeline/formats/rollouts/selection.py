@@ -29,7 +29,7 @@ in natural id order.
 
 import math
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import PurePosixPath
 from typing import Annotated, Literal, TypeVar
 
@@ -127,16 +127,19 @@ def apply_env_quotas(
     options: SelectionOptions,
     counts: Counter[str],
     skipped: list[tuple[RecordT, str]] | None = None,
-) -> list[RecordT]:
+) -> Iterator[RecordT]:
     """Keep the first envs of each label up to its quota; `labelled` is in folder order.
-    Each env left out is appended to `skipped` with its reason, for the rejects file."""
+    Each env left out is appended to `skipped` with its reason, for the rejects file.
+
+    A stream: an env is kept or left out as soon as it arrives (the quotas count the envs
+    before it only), so stage 1 builds a kept record while the workers parse the folders
+    after it instead of waiting for the last one."""
     quotas: dict[str, int | None] = {
         "all_success": options.n_success_envs,
         "all_fail": options.n_fail_envs,
         "mixed": options.n_mixed_envs if options.include_mixed else 0,
     }
     taken: Counter[str] = Counter()
-    kept: list[RecordT] = []
     for label, record in labelled:
         quota = quotas[label]
         if quota is not None and taken[label] >= quota:
@@ -149,8 +152,7 @@ def apply_env_quotas(
             continue
         taken[label] += 1
         counts[f"envs_{label}"] += 1
-        kept.append(record)
-    return kept
+        yield record
 
 
 def file_number(path: PurePosixPath) -> int | None:

@@ -213,6 +213,8 @@ def clean_observation(
     """
     text, actions = cut_admissible("\n".join(lines), first_lineno, last_block=last_block)
     lines = text.split("\n")
+    # Looked for line by line only when the observation holds them at all (most lines do not).
+    starts = [marker for marker in INSTRUCTION_STARTS if marker in text]
     kept: list[str] = []
     task = None
     k = 0
@@ -220,7 +222,11 @@ def clean_observation(
     while k < n:
         line = lines[k]
         k += 1
-        cut = min((p for p in (line.find(m) for m in INSTRUCTION_STARTS) if p >= 0), default=-1)
+        cut = -1
+        for marker in starts:
+            found = line.find(marker)
+            if found >= 0 and (cut < 0 or found < cut):
+                cut = found
         if cut >= 0:  # the instruction runs from here to the end of its paragraph
             while k < n and lines[k].strip():
                 k += 1
