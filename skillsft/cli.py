@@ -115,10 +115,6 @@ def add_evolve_command(
                          "new rollouts, kept only when the gate's evaluator scores them higher")
     if isinstance(parser, _Unbuilt):
         return
-    from skillsft import graph
-    from skillsft.evolve_cli import EVOLVE_TASKS
-    from skillsft.options_cli import add_option_flags
-
     parser.add_argument("env", choices=envs())
     parser.add_argument("--skill-bank", required=True, metavar="CURRENT",
                         help="the bank to improve (ours, or a released claude_style_skills.json)")
@@ -128,16 +124,17 @@ def add_evolve_command(
                         help="default: $WORK_DIR, else ./runs/<env>; rounds go to "
                         "WORK_DIR/evolution/round-NNN/")
     add_teacher_flags(parser, per_stage_models=True)
-    add_option_flags(parser, graph.options_models(*EVOLVE_TASKS).values())
+    add_stage_flags(parser, "evolve")
     add_run_flags(parser)
 
 
 def add_stage_flags(parser: argparse.ArgumentParser, command: str) -> None:
-    """The flags of every options model the command's tasks read (skillsft/graph.py)."""
-    from skillsft import graph
+    """The flags of every options model the command's tasks read (skillsft/command_options.py:
+    the table, not the tasks, so that a command's help imports no Luigi)."""
+    from skillsft.command_options import COMMAND_OPTIONS
     from skillsft.options_cli import add_option_flags
 
-    add_option_flags(parser, graph.options_models(*graph.COMMAND_TASKS[command]).values())
+    add_option_flags(parser, COMMAND_OPTIONS[command].values())
 
 
 def command_named(argv: Sequence[str]) -> str:
