@@ -4,6 +4,8 @@
   huggingface_hub (checked on `sys.modules` in a fresh interpreter, as a user's shell runs it).
 - A re-run with nothing to do loads neither the openai client nor datasets/pyarrow: no stage
   runs, so no teacher is made and nothing is published.
+- A command's help (`run --help`) loads none of them either: the options models' flags come
+  from a table that the tasks' own parameters are checked against.
 - The top-level help still lists every command; a command's own help and parse are whole.
 """
 
@@ -40,6 +42,25 @@ def test_version_and_help_import_no_heavy_package(flag: str) -> None:
     out, loaded = loaded_by(flag)
     assert loaded == [], f"skillsft {flag} imported {loaded}"
     assert out.strip()
+
+
+def test_a_command_s_help_imports_no_luigi_and_no_client() -> None:
+    """`run --help` needs every options model's flags, not the tasks that read them."""
+    out, loaded = loaded_by("run", "--help")
+    assert loaded == [], f"skillsft run --help imported {loaded}"
+    assert "--history" in out and "--n-success-envs" in out
+
+
+def test_the_options_table_is_what_the_tasks_read() -> None:
+    """skillsft/command_options.py states, without Luigi, what the tasks' parameters declare:
+    the same models under the same names in the same order, for every command."""
+    from skillsft import graph
+    from skillsft.command_options import COMMAND_OPTIONS
+    from skillsft.evolve_cli import EVOLVE_TASKS
+
+    tasks = {**graph.COMMAND_TASKS, "evolve": EVOLVE_TASKS}
+    assert {command: list(models.items()) for command, models in COMMAND_OPTIONS.items()} == \
+        {command: list(graph.options_models(*read).items()) for command, read in tasks.items()}
 
 
 def test_top_level_help_lists_every_command() -> None:
