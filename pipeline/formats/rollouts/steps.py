@@ -213,8 +213,12 @@ def clean_observation(
     """
     text, actions = cut_admissible("\n".join(lines), first_lineno, last_block=last_block)
     lines = text.split("\n")
-    # Looked for line by line only when the observation holds them at all (most lines do not).
+    # Each marker is looked for line by line only when the observation holds it at all (most
+    # do not). A line is a piece of `text` unless the reasoning or banner cut joined two
+    # pieces: such a line is searched for everything, whatever `text` holds.
     starts = [marker for marker in INSTRUCTION_STARTS if marker in text]
+    has_prefix = STEP_OBS_START in text or any(prefix in text for prefix in OBS_PREFIXES)
+    has_task = TASK_MARKER in text
     kept: list[str] = []
     task = None
     k = 0
@@ -233,7 +237,9 @@ def clean_observation(
             line = line[:cut].rstrip()
             if not line:
                 continue
+        joined = False
         if REASON_START in line:
+            joined = True
             begin = line.find(REASON_START)
             end = line.find(REASON_END, begin)
             while end < 0 and k < n:
@@ -246,9 +252,13 @@ def clean_observation(
             before, after = line[:begin].strip(), line[end + len(REASON_END) :].strip()
             line = f"{before} {after}".strip()
         if BANNER in line:
+            joined = True
             line = line.replace(BANNER, "").strip()
-        line = strip_observation_prefix(line)
-        line, found = strip_task(line)
+        if has_prefix or joined:
+            line = strip_observation_prefix(line)
+        found = None
+        if has_task or joined:
+            line, found = strip_task(line)
         if found is not None and task is None:
             task = found
         if line.strip() or (kept and kept[-1]):
