@@ -162,6 +162,14 @@ class InputFile(luigi.ExternalTask):
         return luigi.LocalTarget(self.path)
 
 
+def cpu_seconds() -> float:
+    """CPU time of this process and of its child processes that have ended (parse's pool of
+    folder workers): a stage's CPU is all of it, so that a stage whose work ran in workers does
+    not look like one that waited."""
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return time.process_time() + children.ru_utime + children.ru_stime
+
+
 class StageTask(luigi.Task):
     """Base of every stage: subclasses set `output_name` and implement `compute()`.
 
@@ -295,7 +303,7 @@ class StageTask(luigi.Task):
         return StageTarget(self.output_file(), self.fingerprint())
 
     def run(self) -> None:
-        started, cpu_started = time.monotonic(), time.process_time()
+        started, cpu_started = time.monotonic(), cpu_seconds()
         result = self.compute()
         target = self.output()
         folder = target_dir(target)
@@ -344,9 +352,10 @@ class StageTask(luigi.Task):
                 "counts": result.counts,
                 "teacher": result.teacher,
                 "wall_seconds": round(time.monotonic() - started, 3),
-                # CPU of this process meanwhile (the teacher client's threads included): the
-                # rest of the wall time was spent waiting, mostly on the teacher.
-                "cpu_seconds": round(time.process_time() - cpu_started, 3),
+                # CPU of this process meanwhile (the teacher client's threads and parse's
+                # folder workers included): the rest of the wall time was spent waiting,
+                # mostly on the teacher.
+                "cpu_seconds": round(cpu_seconds() - cpu_started, 3),
                 # The process's memory high-water mark so far: the first stage whose manifest
                 # shows the run's peak is the one that reached it.
                 "peak_rss_mib": round(
