@@ -15,7 +15,7 @@ from skillsft.pipeline.stages.flatten import FlattenOptions
 from skillsft.pipeline.stages.memories import MemoryOptions
 from skillsft.pipeline.stages.outcome import FailureRule
 from skillsft.pipeline.stages.publish_options import CardOptions, HubOptions
-from skillsft.pipeline.stages.report import ReportOptions
+from skillsft.pipeline.stages.report_options import ReportOptions
 
 _PUBLISH: dict[str, type] = {"report": ReportOptions, "hub": HubOptions, "card": CardOptions}
 

@@ -12,7 +12,7 @@ from skillsft.pipeline import workdir
 from skillsft.pipeline.errors import SkillsftError
 from skillsft.pipeline.formats import jsonio
 from skillsft.pipeline.stages.publish_options import CardOptions, HubOptions
-from skillsft.pipeline.stages.report import ReportOptions
+from skillsft.pipeline.stages.report_options import ReportOptions
 from skillsft.settings import UsageError
 from skillsft.tasks.publish import card_fields
 from skillsft.tasks.targets import iter_manifests, write_bytes_atomically

@@ -12,7 +12,7 @@ import luigi
 from skillsft.pipeline import workdir
 from skillsft.pipeline.formats import jsonio
 from skillsft.pipeline.stages.publish_options import CardOptions, HubOptions
-from skillsft.pipeline.stages.report import ReportOptions
+from skillsft.pipeline.stages.report_options import ReportOptions
 from skillsft.tasks.base import StageOutput, StageTask, hash_file
 from skillsft.tasks.options_param import OptionsParameter
 

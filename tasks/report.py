@@ -8,7 +8,7 @@ import luigi
 
 from skillsft.pipeline import workdir
 from skillsft.pipeline.formats import jsonio
-from skillsft.pipeline.stages.report import ReportOptions
+from skillsft.pipeline.stages.report_options import ReportOptions
 from skillsft.tasks.base import StageOutput, StageTask
 from skillsft.tasks.options_param import OptionsParameter
 from skillsft.tasks.targets import StageTarget

@@ -21,6 +21,7 @@ import pytest
 
 from skillsft import graph
 from skillsft.cli import build_parser, main
+from skillsft.command_options import COMMAND_OPTIONS
 from skillsft.options_cli import flag_of
 from skillsft.pipeline.options import Declared, Opt, declared
 from skillsft.pipeline.stages.flatten import FlattenOptions
@@ -66,10 +67,15 @@ def test_an_option_added_in_one_place_is_a_flag_a_fingerprint_and_a_manifest_ent
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     assert "--dummy-knob" not in flags_of("run")
-    # The one edit: the flatten stage's options model gains a field.
+    # The one edit: the flatten stage's options model gains a field. Here the model is swapped
+    # for a subclass that has it, so the swap is made wherever the model is named: the task's
+    # parameter and the command line's table of models (skillsft/command_options.py, which
+    # tests/cli/test_startup.py checks against the tasks' parameters).
     param = OptionsParameter(FlattenWithDummy)
     param.__set_name__(Flatten, "flatten")  # what a class body does for its parameters
     monkeypatch.setattr(Flatten, "flatten", param)
+    for command in ("run", "flatten"):
+        monkeypatch.setitem(COMMAND_OPTIONS[command], "flatten", FlattenWithDummy)
     assert "--dummy-knob" in flags_of("run") and "--dummy-knob" in flags_of("flatten")
     assert "--dummy-knob" not in flags_of("distill")
 

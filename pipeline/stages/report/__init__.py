@@ -2,10 +2,12 @@
 
 - readers.py: the work dir's files, read as streams, bad lines and records as warnings;
 - statistics.py: the figures, each tallied in one pass over its file;
-- build.py: the report from the tallies; rendering.py: report.md from the report.
+- build.py: the report from the tallies; rendering.py: report.md from the report;
+- its options (`ReportOptions`) live in ../report_options.py, which the command line imports
+  without the rest.
 """
 
-from skillsft.pipeline.stages.report.build import ReportOptions, build_report
+from skillsft.pipeline.stages.report.build import build_report
 from skillsft.pipeline.stages.report.readers import (
     HUB_DIR,
     Loaded,
@@ -14,6 +16,7 @@ from skillsft.pipeline.stages.report.readers import (
     load_provenance,
 )
 from skillsft.pipeline.stages.report.rendering import render_report_md
+from skillsft.pipeline.stages.report_options import ReportOptions
 
 __all__ = [
     "HUB_DIR",

@@ -17,13 +17,10 @@ provenance line becomes a warning naming the file and line, and the report says 
 import logging
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated
 
 from skillsft.pipeline.envs import get_env
 from skillsft.pipeline.formats.token_lengths import DEFAULT_CUTOFF_LEN
-from skillsft.pipeline.options import Opt
 from skillsft.pipeline.stages.corpus_bank import corpus_bank
 from skillsft.pipeline.stages.corpus_metrics import skill_use
 from skillsft.pipeline.stages.report.readers import (
@@ -52,15 +49,6 @@ from skillsft.schemas.reject import Reject
 from skillsft.schemas.report import RunReport, RunReportDetails, SkillUseReport, StageDetail
 
 log = logging.getLogger("skillsft.report")
-
-
-@dataclass(frozen=True)
-class ReportOptions:
-    """What the report (and the card) measure the corpus against."""
-
-    cutoff_len: Annotated[int, Opt(
-        "the student's training cutoff in tokens: the report and the card count records longer "
-        "than this (default 8192)", kind="positive_int")] = DEFAULT_CUTOFF_LEN
 
 
 def skill_use_report(work_dir: Path, corpus: "CorpusTally",
