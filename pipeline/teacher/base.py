@@ -110,7 +110,7 @@ def answer_stream(teacher: Any, requests: Iterable[TeacherRequest[Any]], *,
     native = getattr(teacher, "stream_batch", None)
     if native is not None:
         return native(requests, stage=stage)  # type: ignore[no-any-return]
-    stream = AnswerStream(BatchStats(stage=stage))
+    stream = AnswerStream(BatchStats(stage=stage, model=""))  # the first chunk's replace it
     stream.results = _chunked(teacher, iter(requests), stage, stream)
     return stream
 
