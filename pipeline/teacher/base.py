@@ -72,7 +72,9 @@ class BatchStats(TeacherUsage):
 
 
 class Teacher(Protocol):
-    """Answers batches of requests for one stage; implementations: openai, offline."""
+    """Answers batches of requests for one stage; implementations: openai, offline, batch.
+    A teacher may also offer `stream_batch(requests, *, stage) -> AnswerStream`, which
+    `answer_stream` then uses instead of feeding `run_batch` in chunks."""
 
     name: str
 
