@@ -187,8 +187,9 @@ class OpenAITeacher:
         self, requests: Iterable[TeacherRequest[Any]], *, stage: str
     ) -> AnswerStream:
         """`run_batch` as a stream (base.answer_stream): requests are pulled as the window
-        (stream.py) has room, results come back in request order as they are ready; the stats,
-        the bar and peak_in_flight/final_limit are those one batch of the same requests gets."""
+        (stream.py) has room, results come back in request order as they are ready; the stats
+        and peak_in_flight/final_limit are those one batch of the same requests gets, and the
+        bar is that batch's, except that its total is the requests built so far."""
         stream = AnswerStream(BatchStats(stage=stage, model=self.model))
         stream.results = self._stream(iter(requests), stage, stream)
         return stream
