@@ -213,12 +213,11 @@ class Flatten(StageTask):
                 lines.write(jsonio.dumps_line(record))
                 provenance.write(jsonio.dumps_line(origin))
                 yield record
-            result.absorb_load(loaded)
 
         stem = self.output_file().stem
         provenance_name = f"{stem.removesuffix('_data')}_provenance.jsonl"
         return StageOutput.of(
-            result, array_chunks(records()), input_name=str(path),
+            result, array_chunks(absorbing_load(records(), result, loaded)), input_name=str(path),
             rejects_name=workdir.REJECTS["flatten"],
             side_files={f"{stem}.jsonl": lines.chunks(),
                         provenance_name: provenance.chunks()},
