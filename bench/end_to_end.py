@@ -3,7 +3,7 @@
     .venv/bin/python bench/end_to_end.py [--envs 700] [--latency 0.1] [--concurrency 16]
         [--double] [--skip-sequential] [--modes unsharded,sharded,two-workers]
         [--profile] [--cprofile FILE] [--scale [--scale-trajectories 20000]
-        [--scale-latency 0.02]]
+        [--scale-latency 0.02] [--scale-unsharded]]
 
 Builds a corpus of N env folders by replicating examples/rollouts/alfworld (3 trajectories each,
 so 700 envs are 2,100 trajectories; each copy's initial observation is made unique, so no two
@@ -21,7 +21,8 @@ machine-wide limit holds across both workers, so the ideal is the same for all),
 ideal, peak RSS of each `skillsft` process, and the size of the journal. `--double` runs the
 three parallel modes again on twice the corpus, to show that peak memory stays flat.
 `--scale` adds one run of 20,000 trajectories (one worker, default shards, 20 ms latency by
-default, to keep it short).
+default, to keep it short; `--scale-unsharded` runs it with `--shards 1`, to see one process
+hold the whole stage).
 
 `--profile` adds, per run, where the time above the ideal goes, stage by stage, from the
 manifests the run left (`wall_seconds`, `cpu_seconds`, teacher requests): each stage's own
@@ -245,6 +246,8 @@ def main() -> None:
                         help="also run one worker, default shards, on --scale-trajectories")
     parser.add_argument("--scale-trajectories", type=int, default=20_000)
     parser.add_argument("--scale-latency", type=float, default=0.02)
+    parser.add_argument("--scale-unsharded", action="store_true",
+                        help="run the --scale corpus with --shards 1 (one process holds it all)")
     args = parser.parse_args()
     wanted = set(args.modes.split(","))
 
@@ -278,8 +281,9 @@ def main() -> None:
         if args.scale:
             rollouts = scratch / "rollouts-scale"
             trajectories = build_corpus(rollouts, math.ceil(args.scale_trajectories / 3))
-            shards = auto_shards(trajectories)
-            row = measure(f"1 worker, {shards} shards", rollouts, trajectories,
+            shards = 1 if args.scale_unsharded else auto_shards(trajectories)
+            label = "1 worker, unsharded" if shards == 1 else f"1 worker, {shards} shards"
+            row = measure(label, rollouts, trajectories,
                           scratch / "work-scale", args.scale_latency, args.concurrency, shards, 1,
                           scratch)
             scale_rows.append(row)

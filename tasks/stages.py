@@ -18,7 +18,7 @@ import luigi
 from skillsft.pipeline import workdir
 from skillsft.pipeline.envs import get_env
 from skillsft.pipeline.formats import jsonio
-from skillsft.pipeline.formats.record_files import TRAJECTORIES, load_records
+from skillsft.pipeline.formats.record_files import TRAJECTORIES, LoadedRecords, iter_records
 from skillsft.pipeline.formats.record_stream import array_chunks
 from skillsft.pipeline.formats.rollouts.selection import SelectionOptions
 from skillsft.pipeline.stages.aggregate import AggregateOptions
@@ -26,6 +26,7 @@ from skillsft.pipeline.stages.distill import DistillOptions
 from skillsft.pipeline.stages.flatten import FlattenOptions
 from skillsft.pipeline.stages.memories import MemoryOptions
 from skillsft.pipeline.stages.outcome import FailureRule
+from skillsft.pipeline.stages.result import StageResult
 from skillsft.pipeline.stages.skill_selection import scorer_for
 from skillsft.pipeline.teacher.plan import build_teacher, embedding_client
 from skillsft.tasks.base import StageOutput, StageTask, signature_of_tree
@@ -85,18 +86,20 @@ class GenerateMemories(ShardedStage):
         return {f"prompt/{k}": v for k, v in PROMPT_VERSIONS.items()}
 
     def compute(self) -> StageOutput:
-        from skillsft.pipeline.stages.memories import generate_memories
+        from skillsft.pipeline.stages.memories import iter_memories
 
         if self.shard_tasks:
             return merge_shards(self, workdir.REJECTS["memories"])
         source = self.input_file("trajectories")
-        loaded = load_records(source, TRAJECTORIES, self.stage)
+        loaded: LoadedRecords[Any] = LoadedRecords([])
         teacher = build_teacher(self.teacher, self.stage, Path(self.work_dir))
         options = replace(self.memories, input_name=str(source))
-        result = generate_memories(loaded.records, get_env(self.env), options, teacher)
-        result.absorb_load(loaded)
-        return StageOutput.of(result, array_chunks(result.records), input_name=str(source),
-                              rejects_name=workdir.REJECTS["memories"])
+        # The trajectories stream in as the teacher's window has room and the memories out as
+        # their answers come (teacher/base.py answer_stream): a window of them is held.
+        result, memories = iter_memories(iter_records(source, TRAJECTORIES, self.stage, loaded),
+                                         get_env(self.env), options, teacher)
+        return StageOutput.of(result, array_chunks(absorbing_load(memories, result, loaded)),
+                              input_name=str(source), rejects_name=workdir.REJECTS["memories"])
 
 
 class AggregateSkillBank(StageTask):
@@ -113,7 +116,6 @@ class AggregateSkillBank(StageTask):
 
     def compute(self) -> StageOutput:
         from skillsft.pipeline.stages.aggregate import aggregate_memories
-        from skillsft.pipeline.stages.result import StageResult
         from skillsft.pipeline.stages.skill_bank_io import load_memory_files
 
         spec = get_env(self.env)
@@ -150,22 +152,35 @@ class Distill(ShardedStage):
         return {"prompt/distill": PROMPT_VERSION}
 
     def compute(self) -> StageOutput:
-        from skillsft.pipeline.stages.distill import distill
+        from skillsft.pipeline.stages.distill import iter_distilled
         from skillsft.pipeline.stages.skill_bank_io import load_skill_bank
 
         if self.shard_tasks:
             return merge_shards(self, workdir.REJECTS["distill"])
         spec = get_env(self.env)
         source = self.input_file("trajectories")
-        loaded = load_records(source, TRAJECTORIES, self.stage)
+        loaded: LoadedRecords[Any] = LoadedRecords([])
         bank = load_skill_bank(self.input_file("skill_bank"), spec)
         teacher = build_teacher(self.teacher, self.stage, Path(self.work_dir))
         options = replace(self.distill, input_name=str(source))
         scorer = scorer_for(embedding_client(options.skills, self.teacher, Path(self.work_dir)))
-        result = distill(loaded.records, spec, options, teacher, bank, scorer)
-        result.absorb_load(loaded)
-        return StageOutput.of(result, array_chunks(result.records), input_name=str(source),
-                              rejects_name=workdir.REJECTS["distill"])
+        # --skills retrieve ranks against every task: a first pass reads only those.
+        tasks = ((r.task for r in iter_records(source, TRAJECTORIES, self.stage,
+                                               LoadedRecords([])))
+                 if options.skills.mode == "retrieve" else None)
+        result, conversations = iter_distilled(
+            iter_records(source, TRAJECTORIES, self.stage, loaded), spec, options, teacher, bank,
+            scorer, tasks=tasks)
+        return StageOutput.of(result, array_chunks(absorbing_load(conversations, result, loaded)),
+                              input_name=str(source), rejects_name=workdir.REJECTS["distill"])
+
+
+def absorbing_load(records: Iterator[Any], result: StageResult[Any],
+                   loaded: LoadedRecords[Any]) -> Iterator[Any]:
+    """A stage's stream of records that puts the streamed loader's rejects and counters into
+    the result once it ends (they are complete only then)."""
+    yield from records
+    result.absorb_load(loaded)
 
 
 class Flatten(StageTask):
@@ -179,11 +194,7 @@ class Flatten(StageTask):
         return workdir.corpus(self.env)
 
     def compute(self) -> StageOutput:
-        from skillsft.pipeline.formats.record_files import (
-            CONVERSATIONS,
-            LoadedRecords,
-            iter_records,
-        )
+        from skillsft.pipeline.formats.record_files import CONVERSATIONS
         from skillsft.pipeline.stages.flatten import iter_flattened
 
         spec = get_env(self.env)
@@ -202,12 +213,11 @@ class Flatten(StageTask):
                 lines.write(jsonio.dumps_line(record))
                 provenance.write(jsonio.dumps_line(origin))
                 yield record
-            result.absorb_load(loaded)
 
         stem = self.output_file().stem
         provenance_name = f"{stem.removesuffix('_data')}_provenance.jsonl"
         return StageOutput.of(
-            result, array_chunks(records()), input_name=str(path),
+            result, array_chunks(absorbing_load(records(), result, loaded)), input_name=str(path),
             rejects_name=workdir.REJECTS["flatten"],
             side_files={f"{stem}.jsonl": lines.chunks(),
                         provenance_name: provenance.chunks()},

@@ -18,8 +18,8 @@ The offline teacher answers from the request's context (pipeline/teacher/offline
 the goal, the whole trajectory so far, the environment's action tables and the shown skills.
 """
 
-from collections import Counter
-from collections.abc import Sequence
+from collections import Counter, deque
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 from skillsft.pipeline.formats.conversations import LayoutError, RenderOptions, TurnDraft
 from skillsft.pipeline.formats.render import BlockOptions, render_block, shown_item_ids
 from skillsft.pipeline.formats.token_lengths import estimate_tokens
-from skillsft.pipeline.stages.result import StageResult, stage_counts
+from skillsft.pipeline.stages.result import RejectPhase, StageResult, stage_counts
 from skillsft.pipeline.stages.skill_selection import (
     LexicalScorer,
     Scorer,
@@ -41,6 +41,7 @@ from skillsft.pipeline.teacher.base import (
     Teacher,
     TeacherRequest,
     TeacherResult,
+    answer_stream,
 )
 from skillsft.pipeline.teacher.contexts import DistillContext
 from skillsft.pipeline.teacher.kinds import DISTILL
@@ -264,125 +265,153 @@ def block_item_ids(bank: SkillBank, spec: "EnvSpec", category: str, chosen: Sequ
 
 
 def distill(
-    records: Sequence[TrajectoryRecord],
+    records: Iterable[TrajectoryRecord],
     spec: "EnvSpec",
     options: DistillOptions | None,
     teacher: Teacher,
     bank: SkillBank,
     scorer: Scorer | None = None,
-    positions: Sequence[int] | None = None,
+    positions: Iterable[int] | None = None,
 ) -> StageResult[Conversation]:
-    """Turn processed trajectories into conversations, one per kept trajectory, in input order.
+    """`iter_distilled` with the conversations collected into the result (tests, shards)."""
+    records = list(records)
+    result, conversations = iter_distilled(records, spec, options, teacher, bank, scorer,
+                                           positions, tasks=[r.task for r in records])
+    result.records = list(conversations)
+    return result
 
-    `scorer` ranks skills for `--skills retrieve` (default: the lexical scorer). `positions`:
-    where each record stands in the whole input, when `records` is one shard of it; the
-    result's extras then say, for pipeline/stages/shards.py, the input position of each conversation
-    (`positions`), the (phase, position) of each reject (`reject_order`) and the counters
-    counted once per skill block (`block_counts`)."""
+
+def iter_distilled(
+    records: Iterable[TrajectoryRecord],
+    spec: "EnvSpec",
+    options: DistillOptions | None,
+    teacher: Teacher,
+    bank: SkillBank,
+    scorer: Scorer | None = None,
+    positions: Iterable[int] | None = None,
+    tasks: Iterable[str] | None = None,
+) -> tuple[StageResult[Conversation], Iterator[Conversation]]:
+    """Turn processed trajectories into conversations, one per kept trajectory, in input order,
+    as a stream: the result (records left empty) and the conversations, each yielded once its
+    windows are answered. The records are read once, as the teacher's window has room
+    (teacher/base.py answer_stream), so only the trajectories in that window are held. The
+    result's rejects, counters and teacher usage are complete once the stream is exhausted.
+
+    `scorer` ranks skills for `--skills retrieve` (default: the lexical scorer), which first
+    needs every task of the input: `tasks`, a light first pass over the same records (required
+    in that mode). `positions`: where each record stands in the whole input, when `records` is
+    one shard of it; the result's extras then say, for pipeline/stages/shards.py, the input
+    position of each conversation (`positions`), the (phase, position) of each reject
+    (`reject_order`) and the counters counted once per skill block (`block_counts`)."""
     options = options or DistillOptions()
     layout = spec.turn_layout()
     counts: Counter[str] = Counter()
-    failures: list[Reject] = []
     blocks: dict[str, str] = {}
     shown: dict[str, list[str]] = {}  # block key -> titles of the task-specific skills shown
     shown_ids: dict[str, tuple[str, ...]] = {}  # block key -> ids of every item shown
     retrieving = options.skills.mode == "retrieve"
     scorer = scorer or LexicalScorer()
     if retrieving:
-        scorer.prepare([r.task for r in records] + [skill_text(s) for s in task_specific(bank)])
-    planned: list[Planned] = []
-    requests: list[TeacherRequest[DistillAnswer]] = []
-    reject_order: list[tuple[int, int]] = []
+        if tasks is None:
+            raise ValueError("--skills retrieve needs every task first: pass `tasks`")
+        scorer.prepare([*tasks, *(skill_text(s) for s in task_specific(bank))])
+    # The two phases of rejects, each in input order, listed one after the other at the end.
+    before_teacher, from_teacher = RejectPhase(1), RejectPhase(2)
     block_counts: dict[str, dict[str, int]] = {}
+    conversation_positions: list[int] = []
+    result: StageResult[Conversation] = StageResult(
+        [], unit="trajectories",
+        extras={"positions": conversation_positions, "block_counts": block_counts})
+    asked: deque[Planned] = deque()  # trajectories whose windows are in the teacher's window
 
-    def reject(reason: str, trajectory_id: str, detail: str, phase: int, position: int) -> None:
-        failures.append(Reject(stage=KIND, file=options.input_name, reason=reason,
-                               trajectory=trajectory_id, detail=f"{trajectory_id}: {detail}"))
-        reject_order.append((phase, position))
+    def reject(phase: RejectPhase, reason: str, trajectory_id: str, detail: str,
+               position: int) -> None:
+        phase.add(Reject(stage=KIND, file=options.input_name, reason=reason,
+                         trajectory=trajectory_id, detail=f"{trajectory_id}: {detail}"),
+                  position)
 
-    for offset, record in enumerate(records):
-        position = positions[offset] if positions is not None else offset
-        category = spec.classify_task(record.task, getattr(record, "data_source", None))
-        key = f"{category}\n{record.task}" if retrieving else category
-        if key not in blocks:
-            blocks[key], chosen = skill_block(bank, spec, category, record.task, options.skills,
-                                              scorer, options.block)
-            shown[key] = [s.title for s in chosen]
-            shown_ids[key] = block_item_ids(bank, spec, category, chosen, options.skills,
-                                            options.block)
-            if retrieving:
-                once = {"records_without_retrieved_skills": int(not chosen),
-                        "retrieved_skills": len(chosen)}
-            else:
-                once = {"categories_without_skills": 1} if not chosen else {}
-            block_counts[key] = once
-            counts.update(once)
-        for number, steps in enumerate(record.trajectories):
-            trajectory_id = f"{record.env_id}/{number}"
-            counts["trajectories_in"] += 1
-            if not options.include_failed and not layout.succeeded(record, steps):
-                counts["skipped_failed_trajectory"] += 1
-                continue
-            counts["trajectories_attempted"] += 1
-            try:
-                drafts = layout.build_turns(
-                    record.task, blocks[key], steps, trajectory_id, options.render, counts
+    def requests() -> Iterator[TeacherRequest[DistillAnswer]]:
+        places = iter(positions) if positions is not None else None
+        for offset, record in enumerate(records):
+            position = next(places) if places is not None else offset
+            category = spec.classify_task(record.task, getattr(record, "data_source", None))
+            key = f"{category}\n{record.task}" if retrieving else category
+            if key not in blocks:
+                blocks[key], chosen = skill_block(bank, spec, category, record.task,
+                                                  options.skills, scorer, options.block)
+                shown[key] = [s.title for s in chosen]
+                shown_ids[key] = block_item_ids(bank, spec, category, chosen, options.skills,
+                                                options.block)
+                if retrieving:
+                    once = {"records_without_retrieved_skills": int(not chosen),
+                            "retrieved_skills": len(chosen)}
+                else:
+                    once = {"categories_without_skills": 1} if not chosen else {}
+                block_counts[key] = once
+                counts.update(once)
+            for number, steps in enumerate(record.trajectories):
+                trajectory_id = f"{record.env_id}/{number}"
+                counts["trajectories_in"] += 1
+                if not options.include_failed and not layout.succeeded(record, steps):
+                    counts["skipped_failed_trajectory"] += 1
+                    continue
+                counts["trajectories_attempted"] += 1
+                try:
+                    drafts = layout.build_turns(
+                        record.task, blocks[key], steps, trajectory_id, options.render, counts
+                    )
+                except LayoutError as exc:
+                    counts["trajectories_failed"] += 1
+                    counts["failed_layout"] += 1
+                    reject(before_teacher, "layout", trajectory_id, str(exc), position)
+                    continue
+                if not drafts:
+                    counts["trajectories_failed"] += 1
+                    counts["failed_no_turns"] += 1
+                    reject(before_teacher, "no_turns", trajectory_id,
+                           "the trajectory has no action to learn from", position)
+                    continue
+                batch = plan_requests(
+                    trajectory_id, record.task, blocks[key], drafts, options,
+                    spec.action_semantics, shown[key],
                 )
-            except LayoutError as exc:
-                counts["trajectories_failed"] += 1
-                counts["failed_layout"] += 1
-                reject("layout", trajectory_id, str(exc), 1, position)
-                continue
-            if not drafts:
-                counts["trajectories_failed"] += 1
-                counts["failed_no_turns"] += 1
-                reject("no_turns", trajectory_id, "the trajectory has no action to learn from",
-                       1, position)
-                continue
-            batch = plan_requests(
-                trajectory_id, record.task, blocks[key], drafts, options,
-                spec.action_semantics, shown[key],
-            )
-            counts["requests"] += len(batch)
-            counts["windowed_trajectories"] += len(batch) > 1
-            requests.extend(batch)
-            planned.append(
-                Planned(
-                    record,
-                    trajectory_id,
-                    category,
-                    blocks[key],
-                    drafts,
-                    tuple(r.request_id for r in batch),
-                    position,
-                    shown_ids[key],
-                )
-            )
+                counts["requests"] += len(batch)
+                counts["windowed_trajectories"] += len(batch) > 1
+                asked.append(Planned(record, trajectory_id, category, blocks[key], drafts,
+                                     tuple(r.request_id for r in batch), position,
+                                     shown_ids[key]))
+                yield from batch
 
-    results, stats = teacher.run_batch(requests, stage=KIND) if requests else ([], None)
-    by_id: dict[str, TeacherResult[Any]] = {r.request_id: r for r in results}
-    source = source_of(teacher, stats)
-    conversations = []
-    conversation_positions = []
-    for item in planned:
-        thoughts, error = collect_thoughts(item, by_id)
-        if thoughts is None:
-            counts["trajectories_failed"] += 1
-            counts["failed_teacher"] += 1
-            reject("teacher", item.trajectory_id, str(error), 2, item.position)
-            continue
-        conversations.append(build_conversation(spec, item, thoughts, source))
-        conversation_positions.append(item.position)
-        counts["conversations"] += 1
-        counts["turns"] += len(item.drafts)
-    return StageResult(
-        conversations, failures,
-        stage_counts(counts, inputs=counts["trajectories_attempted"],
-                     outputs=len(conversations), rejected=counts["trajectories_failed"]),
-        unit="trajectories", teacher=[stats] if stats else [],
-        extras={"positions": conversation_positions, "reject_order": reject_order,
-                "block_counts": block_counts},
-    )
+    def conversations() -> Iterator[Conversation]:
+        answers = answer_stream(teacher, requests(), stage=KIND)
+        source = ""
+        by_id: dict[str, TeacherResult[Any]] = {}  # the answered windows of `asked[0]`
+        for answer in answers:
+            by_id[answer.request_id] = answer
+            item = asked[0]
+            if len(by_id) < len(item.request_ids):
+                continue
+            asked.popleft()
+            thoughts, error = collect_thoughts(item, by_id)
+            by_id = {}
+            if thoughts is None:
+                counts["trajectories_failed"] += 1
+                counts["failed_teacher"] += 1
+                reject(from_teacher, "teacher", item.trajectory_id, str(error), item.position)
+                continue
+            source = source or source_of(teacher, answers.stats)
+            conversation_positions.append(item.position)
+            counts["conversations"] += 1
+            counts["turns"] += len(item.drafts)
+            yield build_conversation(spec, item, thoughts, source)
+        result.rejects = before_teacher.rejects + from_teacher.rejects
+        result.counts = stage_counts(counts, inputs=counts["trajectories_attempted"],
+                                     outputs=len(conversation_positions),
+                                     rejected=counts["trajectories_failed"])
+        result.teacher = [answers.stats] if counts["requests"] else []
+        result.extras["reject_order"] = before_teacher.order + from_teacher.order
+
+    return result, conversations()
 
 
 def collect_thoughts(

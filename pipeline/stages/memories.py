@@ -15,8 +15,8 @@ is the trajectory: `inputs` are the trajectories tried, `rejected` those that fa
 """
 
 import re
-from collections import Counter
-from collections.abc import Sequence
+from collections import Counter, deque
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Annotated
 
@@ -26,10 +26,11 @@ from skillsft.pipeline.envs.prompt_profiles import PromptProfile
 from skillsft.pipeline.formats.record_files import as_trajectory_record
 from skillsft.pipeline.formats.token_lengths import CHARS_PER_TOKEN
 from skillsft.pipeline.options import Opt
-from skillsft.pipeline.stages.result import StageResult, stage_counts
+from skillsft.pipeline.stages.result import RejectPhase, StageResult, stage_counts
 from skillsft.pipeline.teacher.base import (
     Teacher,
     TeacherRequest,
+    answer_stream,
 )
 from skillsft.pipeline.teacher.contexts import MemoryContext
 from skillsft.pipeline.teacher.kinds import MEMORY
@@ -284,84 +285,106 @@ def memory_from_answer(ctx: MemoryContext, answer: MemoryAnswer, source: str) ->
 
 
 def generate_memories(
-    records: Sequence[TrajectorySet | SearchTrajectorySet],
+    records: Iterable[TrajectorySet | SearchTrajectorySet],
     spec: EnvSpec,
     options: MemoryOptions | None,
     teacher: Teacher,
-    positions: Sequence[int] | None = None,
+    positions: Iterable[int] | None = None,
 ) -> StageResult[Memory]:
-    """Memories for the selected trajectories of stage-1 records, in input order.
+    """`iter_memories` with the memories collected into the result (tests, shards)."""
+    result, memories = iter_memories(records, spec, options, teacher, positions)
+    result.records = list(memories)
+    return result
+
+
+def iter_memories(
+    records: Iterable[TrajectorySet | SearchTrajectorySet],
+    spec: EnvSpec,
+    options: MemoryOptions | None,
+    teacher: Teacher,
+    positions: Iterable[int] | None = None,
+) -> tuple[StageResult[Memory], Iterator[Memory]]:
+    """Memories for the selected trajectories of stage-1 records, in input order, as a stream:
+    the result (records left empty) and the memories, each yielded once its answer is in. The
+    records are read once, as the teacher's window has room (teacher/base.py answer_stream), so
+    only that window of trajectories is held; de-duplication keeps the memory ids seen. The
+    result's rejects, counters and teacher usage are complete once the stream is exhausted.
 
     `positions`: where each record stands in the whole input, when `records` is one shard of
     it; the result's extras then say, for pipeline/stages/shards.py, the input position of each
     memory (`positions`) and the (phase, position) of each reject (`reject_order`: rejects
-    met before the teacher come first, then the teacher's)."""
+    met before the teacher come first, then the teacher's, each phase in input order)."""
     options = options or MemoryOptions()
-    rejects: list[Reject] = []
     counts: Counter[str] = Counter()
-    contexts: list[MemoryContext] = []
-    context_positions: list[int] = []
     seen_ids: set[str] = set()
-    reject_order: list[tuple[int, int]] = []
+    # The two phases of rejects, each in input order, listed one after the other at the end.
+    before_teacher = RejectPhase(1)
+    from_teacher = RejectPhase(2)
+    memory_positions: list[int] = []
+    result: StageResult[Memory] = StageResult([], unit="trajectories",
+                                              extras={"positions": memory_positions})
+    asked: deque[tuple[MemoryContext, int]] = deque()  # contexts in the teacher's window
 
-    def reject(env_id: str, index: int, reason: str, detail: str = "", *, position: int,
-               phase: int = 1) -> None:
-        rejects.append(Reject(
+    def reject(phase: RejectPhase, env_id: str, index: int, reason: str, detail: str = "", *,
+               position: int) -> None:
+        phase.add(Reject(
             stage=STAGE, file=options.input_name, reason=reason,
             trajectory=env_id if index < 0 else f"{env_id}/{index}",
-            detail=f"env {env_id}, trajectory {index}: {detail}"))
+            detail=f"env {env_id}, trajectory {index}: {detail}"), position)
         counts[f"failed_{reason}"] += 1
-        reject_order.append((phase, position))
 
-    for offset, raw in enumerate(records):
-        position = positions[offset] if positions is not None else offset
-        counts["records"] += 1
-        record = as_trajectory_record(raw)
-        chosen = range(len(record.trajectories)) if options.all_trajectories else range(
-            min(1, len(record.trajectories)))
-        if not record.trajectories:
-            reject(record.env_id, -1, "no_trajectories", position=position)
-        for index in chosen:
+    def requests() -> Iterator[TeacherRequest[MemoryAnswer]]:
+        places = iter(positions) if positions is not None else None
+        for offset, raw in enumerate(records):
+            position = next(places) if places is not None else offset
+            counts["records"] += 1
+            record = as_trajectory_record(raw)
+            chosen = range(len(record.trajectories)) if options.all_trajectories else range(
+                min(1, len(record.trajectories)))
+            if not record.trajectories:
+                reject(before_teacher, record.env_id, -1, "no_trajectories", position=position)
+            for index in chosen:
+                try:
+                    ctx = build_context(record, index, spec)
+                except ValueError as exc:
+                    reject(before_teacher, record.env_id, index, "unusable_trajectory", str(exc),
+                           position=position)
+                    continue
+                if ctx.memory_id in seen_ids:
+                    counts["skipped_duplicate_trajectory"] += 1
+                    continue
+                seen_ids.add(ctx.memory_id)
+                asked.append((ctx, position))
+                counts["requests"] += 1
+                yield build_memory_request(ctx, options)
+
+    def memories() -> Iterator[Memory]:
+        answers = answer_stream(teacher, requests(), stage=STAGE)
+        for answer_result in answers:
+            ctx, position = asked.popleft()
+            answer = MEMORY.answer(answer_result)
+            if answer is None:
+                reject(from_teacher, ctx.env_id, ctx.trajectory_index, "teacher_error",
+                       answer_result.error or "", position=position)
+                continue
             try:
-                ctx = build_context(record, index, spec)
+                memory = memory_from_answer(ctx, answer, teacher.name)
             except ValueError as exc:
-                reject(record.env_id, index, "unusable_trajectory", str(exc), position=position)
+                reject(from_teacher, ctx.env_id, ctx.trajectory_index, "incomplete_answer",
+                       str(exc), position=position)
                 continue
-            if ctx.memory_id in seen_ids:
-                counts["skipped_duplicate_trajectory"] += 1
-                continue
-            seen_ids.add(ctx.memory_id)
-            contexts.append(ctx)
-            context_positions.append(position)
-    failed_before_teacher = len(rejects)
+            memory_positions.append(position)
+            counts[f"memories_{ctx.outcome.lower()}"] += 1
+            yield memory
+        rejects = before_teacher.rejects + from_teacher.rejects
+        counts["requests"] += 0  # the counter is kept even when nothing was asked
+        counts["memories"] = len(memory_positions)
+        attempts = counts["requests"] + len(before_teacher.rejects)
+        counts["trajectories_attempted"] = attempts
+        result.rejects = rejects
+        result.counts = stage_counts(counts, inputs=attempts, outputs=len(memory_positions),
+                                     rejected=len(rejects))
+        result.teacher = [answers.stats]
+        result.extras["reject_order"] = before_teacher.order + from_teacher.order
 
-    requests = [build_memory_request(ctx, options) for ctx in contexts]
-    results, stats = teacher.run_batch(requests, stage=STAGE)
-    memories: list[Memory] = []
-    memory_positions: list[int] = []
-    for ctx, position, result in zip(contexts, context_positions, results, strict=True):
-        answer = MEMORY.answer(result)
-        if answer is None:
-            reject(ctx.env_id, ctx.trajectory_index, "teacher_error", result.error or "",
-                   position=position, phase=2)
-            continue
-        try:
-            memory = memory_from_answer(ctx, answer, teacher.name)
-        except ValueError as exc:
-            reject(ctx.env_id, ctx.trajectory_index, "incomplete_answer", str(exc),
-                   position=position, phase=2)
-            continue
-        memories.append(memory)
-        memory_positions.append(position)
-        counts[f"memories_{ctx.outcome.lower()}"] += 1
-
-    counts["requests"] = len(requests)
-    counts["memories"] = len(memories)
-    attempts = len(contexts) + failed_before_teacher
-    counts["trajectories_attempted"] = attempts
-    return StageResult(
-        memories, rejects,
-        stage_counts(counts, inputs=attempts, outputs=len(memories), rejected=len(rejects)),
-        unit="trajectories", teacher=[stats],
-        extras={"positions": memory_positions, "reject_order": reject_order},
-    )
+    return result, memories()

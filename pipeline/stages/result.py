@@ -65,6 +65,21 @@ class StageResult(Generic[T]):
         self.counts = dict(sorted(merged.items()))
 
 
+@dataclass
+class RejectPhase:
+    """The rejects of one phase of a stage that streams (memories, distillation: the phases are
+    listed one after the other, each in input order; pipeline/stages/shards.py), gathered apart
+    while the phases interleave, with the (phase, position) of each for a shard's merge."""
+
+    phase: int
+    rejects: list[Reject] = field(default_factory=list)
+    order: list[tuple[int, int]] = field(default_factory=list)
+
+    def add(self, reject: Reject, position: int) -> None:
+        self.rejects.append(reject)
+        self.order.append((self.phase, position))
+
+
 def stage_counts(counts: Mapping[str, int], *, inputs: int, outputs: int,
                  rejected: int) -> dict[str, int]:
     """The stage's own counters plus the three fixed ones, sorted by name."""

@@ -6,13 +6,15 @@ anything. While it runs, the live teacher works through the requests in chunks o
 concurrency windows and stops once the spend reaches the budget, so the overshoot is at most
 one chunk; every answer received is in the journal, and a re-run with a higher budget goes on
 from there. (A Batch API stage is checked before it submits: a batch cannot be half paid.)
+A stage that streams its requests (base.answer_stream) has them collected here first, since
+the estimate needs all of them, and gets its results chunk by chunk.
 
 The spend of one command is kept in a file of its own (the CLI names it), because the stages
 may run in several Luigi worker processes; appends are serialised by a claim (claims.py).
 """
 
 import os
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +22,12 @@ import orjson
 
 from skillsft.pipeline.durable import write_all
 from skillsft.pipeline.errors import ConfigError, SkillsftError
-from skillsft.pipeline.teacher.base import BatchStats, TeacherRequest, TeacherResult
+from skillsft.pipeline.teacher.base import (
+    AnswerStream,
+    BatchStats,
+    TeacherRequest,
+    TeacherResult,
+)
 from skillsft.pipeline.teacher.claims import exclusive_beside
 from skillsft.pipeline.teacher.estimate import price_requests
 
@@ -62,6 +69,24 @@ class BudgetedTeacher:
     def run_batch(
         self, requests: Sequence[TeacherRequest[Any]], *, stage: str
     ) -> tuple[list[TeacherResult[Any]], BatchStats]:
+        stream = self.stream_batch(requests, stage=stage)
+        results = list(stream)
+        return results, stream.stats
+
+    def stream_batch(
+        self, requests: Iterable[TeacherRequest[Any]], *, stage: str
+    ) -> AnswerStream:
+        """The stream of a budgeted stage collects its requests first: the estimate that must
+        pass before anything is paid needs all of them. Then they go to the inner teacher one
+        chunk at a time and the results stream out as each chunk ends."""
+        requests = list(requests)
+        self._check_estimate(requests, stage)
+        stream = AnswerStream(BatchStats(stage=stage, model=self.inner.model, cost_usd=0.0,
+                                         reused_cost_usd=0.0))
+        stream.results = self._chunks(requests, stage, stream.stats)
+        return stream
+
+    def _check_estimate(self, requests: Sequence[TeacherRequest[Any]], stage: str) -> None:
         inner = self.inner
         priced = price_requests(
             requests, stage=stage, model=inner.model, journal=inner.journal,
@@ -79,8 +104,9 @@ class BudgetedTeacher:
                 f"pass --max-cost ${self.budget:g} (${spent:.4f} spent so far by this command); "
                 "nothing was sent: raise --max-cost, or see `skillsft estimate`"
             )
-        stats = BatchStats(stage=stage, model=inner.model, cost_usd=0.0, reused_cost_usd=0.0)
-        results: list[TeacherResult[Any]] = []
+
+    def _chunks(self, requests: Sequence[TeacherRequest[Any]], stage: str,
+                stats: BatchStats) -> Iterator[TeacherResult[Any]]:
         for start in range(0, len(requests), self.chunk):
             spent = self.spend.total()
             if spent >= self.budget:
@@ -89,8 +115,8 @@ class BudgetedTeacher:
                     f"after {start} of {len(requests)} requests (their answers are kept in the "
                     "journal): raise --max-cost and re-run to finish"
                 )
-            part, part_stats = inner.run_batch(requests[start:start + self.chunk], stage=stage)
+            part, part_stats = self.inner.run_batch(requests[start:start + self.chunk],
+                                                    stage=stage)
             self.spend.add(stage, part_stats.cost_usd or 0.0)
-            results.extend(part)
             stats.absorb(part_stats)
-        return results, stats
+            yield from part

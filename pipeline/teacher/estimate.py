@@ -20,7 +20,7 @@ would send (their counts are exact where they do not depend on the answers' cont
 aggregation and distillation prompts quote earlier answers, so their tokens are estimates).
 """
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -29,7 +29,13 @@ import orjson
 from pydantic import BaseModel
 
 from skillsft.pipeline.formats.token_lengths import CHARS_PER_TOKEN
-from skillsft.pipeline.teacher.base import BatchStats, TeacherRequest, TeacherResult
+from skillsft.pipeline.teacher.base import (
+    AnswerStream,
+    BatchStats,
+    TeacherRequest,
+    TeacherResult,
+    collected_stream,
+)
 from skillsft.pipeline.teacher.batch.conversation import follow
 from skillsft.pipeline.teacher.journal import Journal
 from skillsft.pipeline.teacher.offline import solve
@@ -123,6 +129,13 @@ class EstimatingTeacher:
         self.settings = settings
         self.stage = stage
         self.out_dir = Path(out_dir)
+
+    def stream_batch(
+        self, requests: Iterable[TeacherRequest[Any]], *, stage: str
+    ) -> AnswerStream:
+        """Collected (base.collected_stream): a stage's estimate is priced over all of its
+        requests at once, duplicates counted once, as its batch would be."""
+        return collected_stream(self, requests, stage=stage)
 
     def run_batch(
         self, requests: Sequence[TeacherRequest[Any]], *, stage: str

@@ -36,6 +36,10 @@ class BatchTracker:
             total=total, desc=f"teacher {stage}", unit="req", disable=not show_progress
         )
 
+    def expect(self, total: int) -> None:
+        """A stream's bar: the requests built so far are its total (the last known at the end)."""
+        self._bar.total = total
+
     def call_started(self, request_id: str, at: float) -> None:
         """A call went out (the bar shows calls in flight and the age of the oldest)."""
         self._in_flight[request_id] = at

@@ -14,6 +14,7 @@ from skillsft.pipeline.stages.memories import (
     PROMPT_VERSIONS,
     MemoryOptions,
     generate_memories,
+    iter_memories,
 )
 from skillsft.pipeline.stages.parse import parse_rollouts
 from skillsft.pipeline.teacher.base import BatchStats, TeacherRequest, TeacherResult
@@ -123,6 +124,33 @@ def test_a_failed_memory_is_reported_and_the_rest_kept():
     assert "http_500" in failure.detail
     assert result.counts["failed_teacher_error"] == 1
     assert (result.inputs, result.outputs, result.rejected) == (20, 19, 1)
+
+
+def test_memories_stream_in_input_order_with_rejects_listed_by_phase():
+    """Through a teacher with only run_batch (fed in chunks by base.answer_stream): the first
+    memory comes out before the input is read to its end, the memories keep the input order,
+    and a reject met before the teacher is listed before a teacher failure that came first."""
+    records = _many_records(300)
+    records[280] = {**records[280], "trajectories": []}
+    read = 0
+
+    def source() -> Any:
+        nonlocal read
+        for record in records:
+            read += 1
+            yield record
+
+    result, memories = iter_memories(source(), get_env("alfworld"), None,
+                                     FailingTeacher({"env003#0"}))
+    first = next(memories)
+    assert first.origin_env_id == "env000" and read < len(records)
+    kept = [first, *memories]
+    assert [m.origin_env_id for m in kept] == [
+        r["env_id"] for r in records if r["env_id"] not in ("env003", "env280")]
+    assert [(r.trajectory, r.reason) for r in result.rejects] == [
+        ("env280", "no_trajectories"), ("env003/0", "teacher_error")]
+    assert result.extras["reject_order"] == [(1, 280), (2, 3)]
+    assert (result.inputs, result.outputs, result.rejected) == (300, 298, 2)
 
 
 def test_failures_are_counted_not_raised_the_rule_is_applied_once_elsewhere():

@@ -28,7 +28,7 @@ import contextlib
 import logging
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -37,7 +37,13 @@ import openai
 from tqdm.auto import tqdm
 
 from skillsft.pipeline.errors import SkillsftError
-from skillsft.pipeline.teacher.base import BatchStats, TeacherRequest, TeacherResult
+from skillsft.pipeline.teacher.base import (
+    AnswerStream,
+    BatchStats,
+    TeacherRequest,
+    TeacherResult,
+    collected_stream,
+)
 from skillsft.pipeline.teacher.batch.conversation import Followed, Step, follow
 from skillsft.pipeline.teacher.batch.ledger import BatchLedger, LedgerEvent, ledger_path
 from skillsft.pipeline.teacher.batch.pending import BatchesPending
@@ -109,6 +115,14 @@ class BatchTeacher:
         return self.mode
 
     # The stage's entry point --------------------------------------------------------------
+
+    def stream_batch(
+        self, requests: Iterable[TeacherRequest[Any]], *, stage: str
+    ) -> AnswerStream:
+        """A stage's stream of requests (base.answer_stream), collected: a batch is submitted
+        with all its items at once, so this teacher holds every request of the stage (and
+        every result) as `run_batch` does; only the live teacher streams."""
+        return collected_stream(self, requests, stage=stage)
 
     def run_batch(
         self, requests: Sequence[TeacherRequest[Any]], *, stage: str

@@ -27,7 +27,7 @@ import logging
 import random
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -37,7 +37,7 @@ import openai
 import orjson
 
 from skillsft.pipeline.formats.token_lengths import CHARS_PER_TOKEN
-from skillsft.pipeline.teacher.base import TeacherRequest, TeacherResult
+from skillsft.pipeline.teacher.base import AnswerStream, BatchStats, TeacherRequest, TeacherResult
 from skillsft.pipeline.teacher.batch.conversation import Step, follow
 from skillsft.pipeline.teacher.failures import retryable_after, skip_reason
 from skillsft.pipeline.teacher.journal import Journal, JournalRecord, request_key
@@ -59,6 +59,7 @@ from skillsft.pipeline.teacher.openai.preflight import (
 )
 from skillsft.pipeline.teacher.openai.ratelimit_headers import parse_retry_after
 from skillsft.pipeline.teacher.openai.runtime import TeacherRuntime, runtime_for
+from skillsft.pipeline.teacher.openai.stream import AHEAD_PER_SLOT, RequestWindow
 from skillsft.pipeline.teacher.openai.structured import (
     RESPONSE_MODES,
     AnswerProblem,
@@ -169,6 +170,7 @@ class OpenAITeacher:
         self.parameters = generation_parameters(self.model, settings)
         self.peak_in_flight = 0  # of the last batch, for tests and benchmarks
         self.final_limit = 0.0  # the adaptive limit at the end of the last batch
+        self.peak_held = 0  # most requests the last stream held at once (stream.py)
 
     @property
     def runtime(self) -> TeacherRuntime:
@@ -180,6 +182,38 @@ class OpenAITeacher:
         self, requests: Sequence[TeacherRequest[Any]], *, stage: str
     ) -> tuple[list[TeacherResult[Any]], Any]:
         return self.runtime.run(self.arun_batch(requests, stage=stage))
+
+    def stream_batch(
+        self, requests: Iterable[TeacherRequest[Any]], *, stage: str
+    ) -> AnswerStream:
+        """`run_batch` as a stream (base.answer_stream): requests are pulled as the window
+        (stream.py) has room, results come back in request order as they are ready; the stats
+        and peak_in_flight/final_limit are those one batch of the same requests gets, and the
+        bar is that batch's, except that its total is the requests built so far."""
+        stream = AnswerStream(BatchStats(stage=stage, model=self.model))
+        stream.results = self._stream(iter(requests), stage, stream)
+        return stream
+
+    def _stream(self, requests: Iterator[TeacherRequest[Any]], stage: str,
+                stream: AnswerStream) -> Iterator[TeacherResult[Any]]:
+        tracker = BatchTracker(stage, self.model, 0, prices=self.prices,
+                               show_progress=self.settings.show_progress)
+        stream.stats = tracker.stats
+        run = _BatchRun(self, tracker)
+        runtime, limiter = run.runtime, run.runtime.limiter
+        limiter.peak = limiter.in_flight
+        self.journal.refresh()
+        window = RequestWindow(requests, lambda r: self.key_for(r.messages, r), run.answer,
+                               tracker, AHEAD_PER_SLOT * self.settings.concurrency_ceiling())
+        try:
+            while ready := runtime.run(window.next_ready()):
+                yield from ready
+        finally:
+            runtime.run(window.close())
+            stream.stats = tracker.close()
+            self.peak_in_flight = limiter.peak
+            self.final_limit = limiter.limit
+            self.peak_held = window.peak_held
 
     def negotiate(self) -> ResponseMode:
         """The response mode requests will start in, probing now if it is not known yet (the

@@ -1,0 +1,106 @@
+"""Streaming requests through the openai teacher (base.answer_stream, openai/stream.py) over real
+HTTP to the local test server: a bounded window, results in request order, one call per
+distinct request, and the stats a batch of the same requests gets."""
+
+import json
+import re
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from skillsft.pipeline.teacher.base import TeacherRequest, answer_stream
+from skillsft.pipeline.teacher.openai.runtime import close_runtimes
+from skillsft.pipeline.teacher.openai.stream import AHEAD_PER_SLOT
+from skillsft.pipeline.teacher.openai.teacher import OpenAITeacher
+from skillsft.pipeline.teacher.settings import TeacherSettings
+from skillsft.testing.openai_server import FakeOpenAIServer, is_probe
+from skillsft.testing.toy import toy_requests
+from tests.support.fixtures import TEST_API_KEY
+
+CONCURRENCY = 4
+
+
+def teacher_for(server: FakeOpenAIServer, work_dir: Path) -> OpenAITeacher:
+    close_runtimes()  # as in a new process: only the work dir remembers
+    settings = TeacherSettings.resolve(
+        {}, api_key=TEST_API_KEY, base_url=server.base_url, model="gpt-4o-mini",
+        concurrency=CONCURRENCY, max_concurrency=CONCURRENCY, timeout=5.0,
+        show_progress=False)
+    return OpenAITeacher(settings, work_dir, "toy")
+
+
+class Counted:
+    """The requests of a stage, built one at a time as the teacher pulls them; records how
+    many were built and not yet answered to the consumer, at its largest."""
+
+    def __init__(self, requests: list[TeacherRequest[Any]]) -> None:
+        self.requests = requests
+        self.built = 0
+        self.received = 0
+        self.most_ahead = 0
+
+    def __iter__(self) -> Iterator[TeacherRequest[Any]]:
+        for request in self.requests:
+            self.built += 1
+            self.most_ahead = max(self.most_ahead, self.built - self.received)
+            yield request
+
+
+def test_a_stream_holds_a_bounded_window_and_costs_what_its_batch_costs(server_factory,
+                                                                       tmp_path):
+    server = server_factory(latency=0.02)
+    distinct = toy_requests(150)
+    # a duplicate beside its first copy (in the window) and copies far behind (out of it)
+    requests = [*distinct[:100], distinct[99], *distinct[100:], *distinct[:30]]
+    counted = Counted(requests)
+    teacher = teacher_for(server, tmp_path / "stream")
+
+    stream = answer_stream(teacher, counted, stage="toy")
+    results = []
+    for result in stream:
+        counted.received += 1
+        results.append(result)
+
+    bound = AHEAD_PER_SLOT * CONCURRENCY
+    assert CONCURRENCY < counted.most_ahead <= bound  # it looks ahead, and no further
+    assert teacher.peak_held <= bound
+    assert 1 < teacher.peak_in_flight <= CONCURRENCY
+    assert [r.request_id for r in results] == [r.request_id for r in requests]
+    assert all(r.ok for r in results)
+    assert server.stats.total - server.stats.probes == len(distinct)  # one call per prompt
+    calls = server.stats.total  # the probe's call included, as the stats count it
+
+    batch_results, batch_stats = teacher_for(server, tmp_path / "batch").run_batch(
+        requests, stage="toy")
+    assert [r.answer for r in results] == [r.answer for r in batch_results]
+    assert [r.from_journal for r in results] == [r.from_journal for r in batch_results]
+    counted_fields = ("calls_new", "calls_from_journal", "calls_failed", "prompt_tokens",
+                      "completion_tokens", "reused_prompt_tokens")
+    assert ({f: getattr(stream.stats, f) for f in counted_fields}
+            == {f: getattr(batch_stats, f) for f in counted_fields})
+    assert stream.stats.calls_new == calls and stream.stats.calls_from_journal == 0
+
+
+def test_results_come_in_request_order_when_the_server_answers_out_of_order(server_factory,
+                                                                           tmp_path):
+    answered: list[int] = []
+    lock = threading.Lock()
+
+    def slow_evens(body: dict[str, Any]) -> str:
+        if is_probe(body):
+            return json.dumps({"probe_ok": True})
+        number = int(re.search(r"Item number (\d+)", body["messages"][-1]["content"]).group(1))
+        time.sleep(0.2 if number % 2 == 0 else 0.0)
+        with lock:
+            answered.append(number)
+        return json.dumps({"summary": f"item {number}", "steps": ["look"], "score": number})
+
+    server = server_factory(responder=slow_evens)
+    requests = toy_requests(24)
+    results = list(answer_stream(teacher_for(server, tmp_path), requests, stage="toy"))
+
+    assert answered != sorted(answered)  # the server did answer out of order
+    assert [r.request_id for r in results] == [r.request_id for r in requests]
+    assert [r.answer.score for r in results] == list(range(24))  # each its own answer
