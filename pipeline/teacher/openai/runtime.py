@@ -36,6 +36,7 @@ from skillsft.pipeline.teacher.machine import machine_folder
 from skillsft.pipeline.teacher.openai.endpoint_pool import EndpointPool
 from skillsft.pipeline.teacher.openai.endpoints import split_query, url_digest
 from skillsft.pipeline.teacher.openai.negotiation import ModeStore
+from skillsft.pipeline.teacher.openai.posting import ChatPoster
 from skillsft.pipeline.teacher.openai.ratelimit_headers import (
     exhausted_budget_pause,
     parse_retry_after,
@@ -50,6 +51,7 @@ T = TypeVar("T")
 
 # What the runtime depends on besides the model and the work dir: how it talks and paces.
 # The rest (temperature, retries, re-asks, --force) is read per request from the teacher.
+CHAT_COMPLETIONS_PATH = "/chat/completions"  # under the endpoint's base URL (…/v1)
 RUNTIME_SETTINGS = {"base_url", "concurrency", "max_concurrency", "timeout", "rpm", "tpm",
                     "rate_window"}
 
@@ -80,6 +82,8 @@ class TeacherRuntime:
         self._runner: asyncio.Runner | None = None
         ceiling = settings.concurrency_ceiling()
         self.limiter = AdaptiveLimiter(ceiling, start=settings.concurrency)
+        # one poster per endpoint URL, over that endpoint's client (posting.py)
+        self.posters: dict[str, ChatPoster] = {}
         self.pool: EndpointPool[AsyncOpenAI] = EndpointPool(
             self.endpoint, self._client_for,
             out_until=inherited.pool.out_until() if inherited else None)
@@ -111,7 +115,7 @@ class TeacherRuntime:
         )
         assert self.settings.api_key is not None
         base_url, query = split_query(url)
-        return AsyncOpenAI(
+        client = AsyncOpenAI(
             api_key=self.settings.api_key.get_secret_value(),
             base_url=base_url,
             default_query=query or None,
@@ -121,6 +125,8 @@ class TeacherRuntime:
             max_retries=0,
             http_client=http_client,
         )
+        self.posters[url] = ChatPoster(client, http_client, CHAT_COMPLETIONS_PATH)
+        return client
 
     async def _watch_rate_limits(self, response: httpx2.Response) -> None:
         """Every answer passes here: a 429 halves the limit and pauses new starts for its
