@@ -29,10 +29,11 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import httpx2
-from openai import AsyncOpenAI, DefaultAsyncHttpxClient
+from openai import AsyncOpenAI
 
 from skillsft.pipeline.teacher.limits import AdaptiveLimiter
 from skillsft.pipeline.teacher.machine import machine_folder
+from skillsft.pipeline.teacher.openai.connections import endpoint_http_client
 from skillsft.pipeline.teacher.openai.endpoint_pool import EndpointPool
 from skillsft.pipeline.teacher.openai.endpoints import split_query, url_digest
 from skillsft.pipeline.teacher.openai.negotiation import ModeStore
@@ -107,12 +108,8 @@ class TeacherRuntime:
         return MachineWindow(path, scaled_cap(per_minute, window_s), window_s=window_s)
 
     def _client_for(self, url: str) -> AsyncOpenAI:
-        ceiling = self.settings.concurrency_ceiling()
-        http_client = DefaultAsyncHttpxClient(
-            event_hooks={"response": [self._watch_rate_limits]},
-            limits=httpx2.Limits(max_connections=ceiling * 2,
-                                 max_keepalive_connections=ceiling * 2),
-        )
+        http_client = endpoint_http_client(self.settings.concurrency_ceiling() * 2,
+                                           self._watch_rate_limits)
         assert self.settings.api_key is not None
         base_url, query = split_query(url)
         client = AsyncOpenAI(
