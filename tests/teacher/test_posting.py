@@ -8,6 +8,7 @@ import openai
 import orjson
 import pytest
 from openai import AsyncOpenAI
+from openai._models import FinalRequestOptions
 from pydantic import BaseModel
 
 from skillsft.pipeline.teacher.openai.chat_request import body_bytes, chat_body
@@ -79,3 +80,31 @@ def test_a_timeout_is_the_sdks_timeout(server_factory) -> None:
     server = server_factory(p_hang=1.0, hang_seconds=2.0)
     sdk, ours = asyncio.run(both(server.base_url, body(), timeout=0.3))
     assert type(sdk) is type(ours) is openai.APITimeoutError
+
+
+def test_a_request_is_the_one_the_sdk_would_send() -> None:
+    """Same URL (query included), headers, cookies, body and timeout as the SDK's own request,
+    but for the SDK's X-Stainless-Read-Timeout, a telemetry header we do not send."""
+    async def compare() -> None:
+        http_client = httpx2.AsyncClient(params={"tenant": "t1"}, headers={"X-Extra": "1"})
+        client = AsyncOpenAI(api_key=API_KEY, base_url="http://127.0.0.1:9/v1", max_retries=0,
+                             timeout=30.0, default_query={"api-version": "2"},
+                             http_client=http_client)
+        poster = ChatPoster(client, http_client, PATH)
+        http_client.cookies.set("lb", "node-3")  # a cookie an answer set: sent from then on
+        for timeout in (None, 1.5):
+            ours = poster.request(body(), timeout)
+            options = FinalRequestOptions.construct(  # type: ignore[call-arg]
+                method="post", url=PATH, content=body(),
+                **({} if timeout is None else {"timeout": timeout}))
+            theirs = client._build_request(await client._prepare_options(options))
+            assert (ours.method, ours.url, ours.content) == (
+                theirs.method, theirs.url, theirs.content)
+            theirs.headers.pop("x-stainless-read-timeout")
+            assert sorted(ours.headers.multi_items()) == sorted(theirs.headers.multi_items())
+            assert ours.extensions == theirs.extensions
+        assert "lb=node-3" in ours.headers["cookie"]
+        assert ours.url.params["api-version"] == "2" and ours.url.params["tenant"] == "t1"
+        await client.close()
+
+    asyncio.run(compare())

@@ -25,11 +25,11 @@ class ChatPoster:
     def __init__(self, client: AsyncOpenAI, http_client: httpx2.AsyncClient, path: str) -> None:
         self.client = client
         self.http_client = http_client
-        self.url = httpx2.URL(str(client.base_url).rstrip("/") + path).copy_merge_params(
-            dict(client.default_query))
+        self.url = httpx2.URL(str(client.base_url).rstrip("/") + path)
         self.timeout = httpx2.Timeout(client.timeout) if not isinstance(
             client.timeout, httpx2.Timeout) else client.timeout
         self._headers: dict[str, str] | None = None
+        self._merged: tuple[httpx2.URL, httpx2.Headers, dict[str, Any]] | None = None
 
     def headers(self) -> dict[str, str]:
         """The headers the SDK sends with every request (identification, auth), made once:
@@ -41,12 +41,29 @@ class ChatPoster:
                              if isinstance(value, str)}  # the SDK's Omit: not sent
         return self._headers
 
+    def request(self, body: bytes, timeout: float | None = None) -> httpx2.Request:
+        """The request `http_client.build_request` would make for `body`, without redoing its
+        merges each time: the client's headers and query never change, so they are merged
+        once; its cookies (a load balancer's, say) are read on every call, as it does."""
+        if self._merged is None:
+            headers = httpx2.Headers(self.http_client.headers)
+            headers.update(self.headers())
+            # as the SDK asks for it: its default query, merged into the client's own params
+            query = httpx2.QueryParams(self.http_client.params).merge(
+                {name: value for name, value in self.client.default_query.items()
+                 if isinstance(value, str)})
+            url = self.url.copy_merge_params(query) if query else self.url
+            self._merged = (url, headers, {"timeout": self.timeout.as_dict()})
+        url, headers, extensions = self._merged
+        if timeout is not None:
+            extensions = {"timeout": httpx2.Timeout(timeout).as_dict()}
+        return httpx2.Request("POST", url, content=body, headers=headers,
+                              cookies=self.http_client.cookies, extensions=extensions)
+
     async def post(self, body: bytes, timeout: float | None = None) -> bytes:
         """POST `body`; the answer's bytes on a 2xx, else the SDK's error.
         `timeout`: for this call instead of the client's (a request deadline that is near)."""
-        request = self.http_client.build_request(
-            "POST", self.url, headers=self.headers(), content=body,
-            timeout=self.timeout if timeout is None else httpx2.Timeout(timeout))
+        request = self.request(body, timeout)
         try:
             response = await self.http_client.send(request)
         except httpx2.TimeoutException as exc:
