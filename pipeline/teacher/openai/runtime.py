@@ -4,8 +4,9 @@ A run is many `run_batch` calls: every shard, aggregation level, `--max-cost` ch
 preference thoughts, the pre-flight. What the teacher learns or builds once must outlive each of
 them, so it lives here, once per process and (endpoint set, model, work dir, pace settings):
 
-- one HTTP client per endpoint, and the event loop they run on (connections, and TLS sessions
-  on a real provider, are reused from one batch to the next);
+- one HTTP client per endpoint (connections.py), the poster that sends chat bodies through it
+  (posting.py), and the event loop they run on (connections, and TLS sessions on a real
+  provider, are reused from one batch to the next);
 - the endpoint pool with its health (endpoint_pool.py: an endpoint taken out stays out);
 - the adaptive concurrency limit (limits.py): the limit learned from 429s in one batch is where
   the next one starts;
