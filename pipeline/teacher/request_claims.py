@@ -96,7 +96,8 @@ class RequestClaims:
     mode: str = "flock"
 
     def __post_init__(self) -> None:
-        self.path = Path(self.folder) / LOCK_FILE
+        # resolved, so two spellings of one folder share this process's descriptor and table
+        self.path = (Path(self.folder) / LOCK_FILE).resolve()
 
     def try_claim(self, name: str) -> RequestClaim | None:
         """The claim on `name`, or None when this or another live process holds it."""

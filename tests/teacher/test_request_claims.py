@@ -32,6 +32,15 @@ def test_claims_change_nothing_in_the_folder_however_many_keys(tmp_path: Path) -
     assert (journal.claims_dir / LOCK_FILE).stat().st_size == 0
 
 
+def test_two_spellings_of_one_folder_are_one_holder(tmp_path: Path, monkeypatch) -> None:
+    (tmp_path / "link").symlink_to(tmp_path, target_is_directory=True)
+    monkeypatch.chdir(tmp_path)
+    claim = Journal(tmp_path / "j.jsonl").try_claim("k")
+    assert claim is not None
+    assert Journal(Path("link") / "j.jsonl").try_claim("k") is None
+    claim.release()
+
+
 def test_keys_get_distinct_bytes() -> None:
     keys = [f"{index:064x}" for index in range(10_000)]
     assert len({key_offset(key) for key in keys}) == len(keys)
