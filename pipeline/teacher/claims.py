@@ -199,8 +199,9 @@ class LeaseClaims:
                     return None
                 continue
             try:
+                # No fsync: the exclusive create is what excludes, and a lease left unreadable
+                # by a crash is judged by its age like any other (on NFS, close() sends it).
                 write_all(fd, body)
-                os.fsync(fd)
             finally:
                 os.close(fd)
             claim = LeaseClaim(path, token, self)

@@ -26,8 +26,10 @@ network file systems do not provide), and a scan to rebuild the index is one seq
 
 Paying twice is prevented by claims (claims.py): before calling the model for a key, a process
 takes the key's claim in `<journal>.claims/`; a waiter re-reads the journal once the claim is
-free and calls only if the answer is still missing. Claims use `flock` on local file systems and
-O_EXCL lease files with a heartbeat where `flock` cannot be trusted (NFS, Lustre, ...).
+free and calls only if the answer is still missing. On local file systems a request claim is a
+record lock on one byte of `<journal>.claims/requests.lock` (request_claims.py) and the append
+claim a `flock`; where those cannot be trusted (NFS, Lustre, ...) both are O_EXCL lease files
+with a heartbeat (claims.py).
 """
 
 import asyncio
@@ -44,7 +46,8 @@ import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from skillsft.pipeline.durable import fsync_folder, make_folder_durably, write_all
-from skillsft.pipeline.teacher.claims import Claim, claims_for
+from skillsft.pipeline.teacher.claims import Claim, Claims, claims_for
+from skillsft.pipeline.teacher.request_claims import RequestClaims
 
 log = logging.getLogger("skillsft.teacher")
 
@@ -107,6 +110,10 @@ class Journal:
         self.claims_dir = self.path.with_name(self.path.name + ".claims")
         make_folder_durably(self.claims_dir)
         self.claims = claims_for(self.claims_dir)
+        # A request claim is taken before every paid call: on a local disk it is a byte lock of
+        # one file (request_claims.py), in lease mode a lease file per key like the other locks.
+        self.request_claims: RequestClaims | Claims = (
+            RequestClaims(self.claims_dir) if self.claims.mode == "flock" else self.claims)
         self._offset = 0  # everything before this byte has been indexed
         self._line_number = 0
         self._index: dict[str, tuple[int, int]] = {}  # key -> (offset, length) of newest response
@@ -117,7 +124,7 @@ class Journal:
         self._index_lock = threading.Lock()
         self.skipped_lines = 0
         self._pending: list[tuple[JournalRecord, asyncio.Future[None]]] = []
-        self._flushing = False
+        self._flusher: asyncio.Task[None] | None = None  # writes what is pending (append_async)
         self.refresh()
 
     # Reading -------------------------------------------------------------------------------
@@ -227,28 +234,38 @@ class Journal:
         self._write([record])
 
     async def append_async(self, record: JournalRecord) -> None:
-        """Like `append`, but concurrent callers share one write+fsync (group commit).
+        """Like `append`, but answers that arrive together share one write and one fsync (group
+        commit). Returns only once the record is on disk, so callers may use the response after
+        it; a kill before that loses only answers that nobody has used.
 
-        Returns only once the record is on disk, so callers may use the response after it.
+        The writes are made by one flusher task per event loop, not by a caller: a caller waits
+        for its own batch only (not for the batches that arrive while it is written), and one
+        that is cancelled leaves the others' records to be written and acknowledged.
         """
-        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[None] = loop.create_future()
         self._pending.append((record, future))
-        if not self._flushing:
-            self._flushing = True
-            try:
-                while self._pending:
-                    batch, self._pending = self._pending, []
-                    try:
-                        await asyncio.to_thread(self._write, [r for r, _ in batch])
-                    except OSError as exc:
-                        for _, waiting in batch:
-                            waiting.set_exception(exc)
-                    else:
-                        for _, waiting in batch:
-                            waiting.set_result(None)
-            finally:
-                self._flushing = False
+        flusher = self._flusher
+        if flusher is None or flusher.done() or flusher.get_loop() is not loop:
+            self._flusher = loop.create_task(self._flush_pending())
         await future
+
+    async def _flush_pending(self) -> None:
+        """Write what is pending, batch after batch, until nothing is; then end."""
+        while self._pending:
+            batch, self._pending = self._pending, []
+            failure: Exception | None = None
+            try:
+                await asyncio.to_thread(self._write, [record for record, _ in batch])
+            except Exception as exc:  # noqa: BLE001 - handed to every caller of the batch
+                failure = exc
+            for _, waiting in batch:
+                if waiting.done():
+                    continue  # its caller was cancelled; the record is written all the same
+                if failure is None:
+                    waiting.set_result(None)
+                else:
+                    waiting.set_exception(failure)
 
     def _write(self, records: Sequence[JournalRecord]) -> None:
         """Append records in one write under the append claim, fsync, then index them."""
@@ -280,7 +297,7 @@ class Journal:
 
     def try_claim(self, key: str) -> Claim | None:
         """Claim a key for this process, or None when another live process holds it."""
-        return self.claims.try_claim(key)
+        return self.request_claims.try_claim(key)
 
     async def claim(self, key: str, poll_seconds: float = 0.05) -> Claim:
         """Wait for a key's claim; the caller re-checks the journal once it holds it."""

@@ -3,6 +3,10 @@
 Both teachers report through this one path, so offline and openai runs show and total the same
 things. Tokens and dollars count the calls paid for in this run; answers reused from the journal
 (paid by an earlier run) are counted apart, as `reused_*`.
+
+The bar's figures are recomputed at most every `POSTFIX_SECONDS` and never when no bar is shown:
+every call start and end reports here, and recomputing them (the oldest call in flight is a walk
+over all of them) on each of those was a cost per request that nobody saw.
 """
 
 import time
@@ -12,6 +16,8 @@ from tqdm.auto import tqdm
 from skillsft.pipeline.teacher.base import BatchStats, TeacherResult
 from skillsft.pipeline.teacher.failures import failure_kind
 from skillsft.pipeline.teacher.pricing import PriceTable
+
+POSTFIX_SECONDS = 0.2  # tqdm redraws at most every 0.1 s; its figures need not be fresher
 
 
 class BatchTracker:
@@ -35,6 +41,8 @@ class BatchTracker:
         self._bar = tqdm(
             total=total, desc=f"teacher {stage}", unit="req", disable=not show_progress
         )
+        self._shown = show_progress
+        self._postfix_due = 0.0  # monotonic time the bar's figures may be recomputed
 
     def expect(self, total: int) -> None:
         """A stream's bar: the requests built so far are its total (the last known at the end)."""
@@ -46,7 +54,7 @@ class BatchTracker:
 
     def call_ended(self, request_id: str) -> None:
         self._in_flight.pop(request_id, None)
-        self._bar.set_postfix(self.postfix(), refresh=False)
+        self._show_postfix()
 
     def paid(self, model: str, prompt_tokens: int, completion_tokens: int,
              cached_prompt_tokens: int = 0) -> None:
@@ -79,7 +87,16 @@ class BatchTracker:
             kind = failure_kind(result.error or "unknown")
             self.stats.failures[kind] = self.stats.failures.get(kind, 0) + 1
         self._bar.update(1)
-        self._bar.set_postfix(self.postfix(), refresh=False)
+        self._show_postfix()
+
+    def _show_postfix(self, *, now: bool = False) -> None:
+        """Give the bar fresh figures, unless no bar is shown or they were given just now."""
+        if not self._shown:
+            return
+        clock = time.monotonic()
+        if now or clock >= self._postfix_due:
+            self._postfix_due = clock + POSTFIX_SECONDS
+            self._bar.set_postfix(self.postfix(), refresh=False)
 
     def postfix(self) -> dict[str, str]:
         cost = self.stats.cost_usd
@@ -94,5 +111,6 @@ class BatchTracker:
         }
 
     def close(self) -> BatchStats:
+        self._show_postfix(now=True)  # the last figures, whenever the last ones were given
         self._bar.close()
         return self.stats

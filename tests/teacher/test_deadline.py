@@ -3,6 +3,7 @@ progress shows what is in flight."""
 
 from pathlib import Path
 
+from skillsft.pipeline.teacher.base import TeacherResult
 from skillsft.pipeline.teacher.openai.teacher import OpenAITeacher
 from skillsft.pipeline.teacher.progress import BatchTracker
 from skillsft.pipeline.teacher.settings import TeacherSettings, announce
@@ -43,3 +44,16 @@ def test_the_progress_shows_calls_in_flight_and_the_oldest_age() -> None:
     tracker.call_ended("a")
     tracker.call_ended("b")
     assert tracker.postfix()["in_flight"] == "0"
+
+
+def test_the_bar_ends_with_the_final_figures_however_fast_the_calls_came(capsys) -> None:
+    tracker = BatchTracker("toy", "m", 40, show_progress=True)
+    for index in range(40):  # well within one refresh interval of the figures
+        tracker.call_started(f"r{index}", 0.0)
+        tracker.call_ended(f"r{index}")
+        tracker.finished(TeacherResult(request_id=f"r{index}",
+                                       answer=None if index % 10 == 0 else {"ok": 1},
+                                       error="timeout: slow" if index % 10 == 0 else None))
+    tracker.close()
+    last = capsys.readouterr().err.rstrip().split("\r")[-1]
+    assert "done=36" in last and "failed=4" in last and "in_flight=0" in last, last

@@ -4,8 +4,9 @@ A run is many `run_batch` calls: every shard, aggregation level, `--max-cost` ch
 preference thoughts, the pre-flight. What the teacher learns or builds once must outlive each of
 them, so it lives here, once per process and (endpoint set, model, work dir, pace settings):
 
-- one HTTP client per endpoint, and the event loop they run on (connections, and TLS sessions
-  on a real provider, are reused from one batch to the next);
+- one HTTP client per endpoint (connections.py), the poster that sends chat bodies through it
+  (posting.py), and the event loop they run on (connections, and TLS sessions on a real
+  provider, are reused from one batch to the next);
 - the endpoint pool with its health (endpoint_pool.py: an endpoint taken out stays out);
 - the adaptive concurrency limit (limits.py): the limit learned from 429s in one batch is where
   the next one starts;
@@ -29,13 +30,15 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import httpx2
-from openai import AsyncOpenAI, DefaultAsyncHttpxClient
+from openai import AsyncOpenAI
 
 from skillsft.pipeline.teacher.limits import AdaptiveLimiter
 from skillsft.pipeline.teacher.machine import machine_folder
+from skillsft.pipeline.teacher.openai.connections import endpoint_http_client
 from skillsft.pipeline.teacher.openai.endpoint_pool import EndpointPool
 from skillsft.pipeline.teacher.openai.endpoints import split_query, url_digest
 from skillsft.pipeline.teacher.openai.negotiation import ModeStore
+from skillsft.pipeline.teacher.openai.posting import ChatPoster
 from skillsft.pipeline.teacher.openai.ratelimit_headers import (
     exhausted_budget_pause,
     parse_retry_after,
@@ -50,6 +53,7 @@ T = TypeVar("T")
 
 # What the runtime depends on besides the model and the work dir: how it talks and paces.
 # The rest (temperature, retries, re-asks, --force) is read per request from the teacher.
+CHAT_COMPLETIONS_PATH = "/chat/completions"  # under the endpoint's base URL (…/v1)
 RUNTIME_SETTINGS = {"base_url", "concurrency", "max_concurrency", "timeout", "rpm", "tpm",
                     "rate_window"}
 
@@ -80,6 +84,8 @@ class TeacherRuntime:
         self._runner: asyncio.Runner | None = None
         ceiling = settings.concurrency_ceiling()
         self.limiter = AdaptiveLimiter(ceiling, start=settings.concurrency)
+        # one poster per endpoint URL, over that endpoint's client (posting.py)
+        self.posters: dict[str, ChatPoster] = {}
         self.pool: EndpointPool[AsyncOpenAI] = EndpointPool(
             self.endpoint, self._client_for,
             out_until=inherited.pool.out_until() if inherited else None)
@@ -103,15 +109,11 @@ class TeacherRuntime:
         return MachineWindow(path, scaled_cap(per_minute, window_s), window_s=window_s)
 
     def _client_for(self, url: str) -> AsyncOpenAI:
-        ceiling = self.settings.concurrency_ceiling()
-        http_client = DefaultAsyncHttpxClient(
-            event_hooks={"response": [self._watch_rate_limits]},
-            limits=httpx2.Limits(max_connections=ceiling * 2,
-                                 max_keepalive_connections=ceiling * 2),
-        )
+        http_client = endpoint_http_client(self.settings.concurrency_ceiling() * 2,
+                                           self._watch_rate_limits)
         assert self.settings.api_key is not None
         base_url, query = split_query(url)
-        return AsyncOpenAI(
+        client = AsyncOpenAI(
             api_key=self.settings.api_key.get_secret_value(),
             base_url=base_url,
             default_query=query or None,
@@ -121,6 +123,8 @@ class TeacherRuntime:
             max_retries=0,
             http_client=http_client,
         )
+        self.posters[url] = ChatPoster(client, http_client, CHAT_COMPLETIONS_PATH)
+        return client
 
     async def _watch_rate_limits(self, response: httpx2.Response) -> None:
         """Every answer passes here: a 429 halves the limit and pauses new starts for its

@@ -58,7 +58,11 @@ from skillsft.pipeline.teacher.openai.preflight import (
     transport_problem,
 )
 from skillsft.pipeline.teacher.openai.ratelimit_headers import parse_retry_after
-from skillsft.pipeline.teacher.openai.runtime import TeacherRuntime, runtime_for
+from skillsft.pipeline.teacher.openai.runtime import (
+    CHAT_COMPLETIONS_PATH,
+    TeacherRuntime,
+    runtime_for,
+)
 from skillsft.pipeline.teacher.openai.stream import AHEAD_PER_SLOT, RequestWindow
 from skillsft.pipeline.teacher.openai.structured import (
     RESPONSE_MODES,
@@ -82,7 +86,6 @@ log = logging.getLogger("skillsft.teacher")
 # "vendor/" prefix): they reject temperature and take max_completion_tokens.
 _REASONING_MODEL = re.compile(r"^(o\d+(-.*)?|gpt-5.*|deepseek-reasoner.*)$")
 PROBE_PROMPT_VERSION = "probe/1"
-CHAT_COMPLETIONS_PATH = "/chat/completions"  # under the endpoint's base URL (…/v1)
 
 RATE_LIMIT_ROUNDS = 4  # extra rounds for a 429, beyond max_retries
 
@@ -606,25 +609,24 @@ class _BatchRun:
                 current = await self.current_mode()
                 mode = RESPONSE_MODES[max(floor, RESPONSE_MODES.index(current))]
                 # Our own bytes (chat_request.py), the same a batch line of this request
-                # carries; posted raw through the client (its retries off, its errors and auth
-                # kept), so it neither walks the schema for type coercion nor reorders it.
+                # carries; posted raw through the client's connections (posting.py: the SDK's
+                # headers and errors, none of its per-request work), so it neither walks the
+                # schema for type coercion nor reorders it.
                 body = body_bytes(chat_body(self.teacher.model, messages, self.teacher.parameters,
                                             mode, request.answer_model))
                 started = time.monotonic()
                 self.tracker.call_started(request.request_id, started)
                 call_timeout = min(self.settings.timeout, max(0.1, give_up_at - started))
                 endpoint = self.pool.pick()
-                client = endpoint.client if call_timeout == self.settings.timeout else (
-                    endpoint.client.with_options(timeout=call_timeout))  # the deadline is near
+                poster = runtime.posters[endpoint.url]
                 endpoint.in_flight += 1
                 endpoint.sent += 1
                 try:
-                    answer = await client.post(CHAT_COMPLETIONS_PATH, cast_to=httpx2.Response,
-                                               content=body)
+                    answer = await poster.post(body, None if call_timeout == self.settings.timeout
+                                               else call_timeout)  # the deadline is near
                     self.pool.succeeded(endpoint)
                     latency = time.monotonic() - started
-                    answered = await self._journal_response(
-                        request, key, answer.content, latency, mode)
+                    answered = await self._journal_response(request, key, answer, latency, mode)
                     return answered[0]
                 except openai.RateLimitError as exc:
                     if exc.code == "insufficient_quota":  # no amount of waiting will help
