@@ -17,6 +17,11 @@ has its own folder, so its own limit.
 Descriptors are opened per process (a forked child opens its own: an inherited descriptor would
 share its parent's lock), and the slots this process holds are remembered in memory, so a
 process never waits on a slot it holds itself.
+
+While every slot is taken, one waiter per process polls the files and the others queue behind
+it in order. With two worker processes on a 2-core machine, each waiting request polling on
+its own would try every slot's lock hundreds of times a second, burning the CPU the other
+process and the run need.
 """
 
 import asyncio
@@ -39,6 +44,7 @@ class MachineSlots:
         self._pid = -1
         self._fds: list[int] = []
         self._held: set[int] = set()
+        self._queue: tuple[asyncio.AbstractEventLoop, asyncio.Lock] | None = None
 
     def _open(self) -> None:
         if self._pid == os.getpid():
@@ -69,10 +75,24 @@ class MachineSlots:
         self._held.discard(number)
         fcntl.flock(self._fds[number], fcntl.LOCK_UN)
 
+    def _waiters(self) -> asyncio.Lock:
+        """This process's queue of waiters, one per event loop (a lock is bound to one)."""
+        loop = asyncio.get_running_loop()
+        if self._queue is None or self._queue[0] is not loop:
+            self._queue = (loop, asyncio.Lock())
+        return self._queue[1]
+
+    async def _wait_for_slot(self) -> int:
+        async with self._waiters():  # the head of the queue polls, the rest wait their turn
+            while (number := self.try_take()) is None:
+                await asyncio.sleep(POLL_SECONDS)
+            return number
+
     @contextlib.asynccontextmanager
     async def slot(self) -> AsyncIterator[None]:
-        while (number := self.try_take()) is None:
-            await asyncio.sleep(POLL_SECONDS)
+        number = self.try_take()
+        if number is None:
+            number = await self._wait_for_slot()
         try:
             yield
         finally:
