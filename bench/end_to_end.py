@@ -13,10 +13,13 @@ work dir against a fresh server:
 
 - sequential: concurrency 1, one shard (the baseline);
 - 1 worker, unsharded: `--shards 1`;
-- 1 worker, sharded: the default shard count for the corpus;
+- 1 worker, sharded: the shard count commands sharing a central scheduler choose for the
+  corpus (one per 500 trajectories; `--shards N` sets it), given with `--shards`: one worker
+  alone on the in-process scheduler does not shard by default, so this shows what shards run
+  one after another cost;
 - 2 workers, sharded: two `skillsft run` processes sharing one luigid on 127.0.0.1.
 
-For each: wall time, teacher requests, the ideal time (requests x latency / concurrency: the
+For each: wall time, CPU time of each process, teacher requests, the ideal time (requests x latency / concurrency: the
 machine-wide limit holds across both workers, so the ideal is the same for all), measured /
 ideal, peak RSS of each `skillsft` process, and the size of the journal. `--double` runs the
 three parallel modes again on twice the corpus, to show that peak memory stays flat.
@@ -27,7 +30,9 @@ default, to keep it short).
 manifests the run left (`wall_seconds`, `cpu_seconds`, teacher requests): each stage's own
 ideal (its requests x latency / concurrency), its CPU (parsing, rendering, JSON, the teacher
 client) and the rest (waiting: on the teacher, or on the other cores), and the time outside
-every stage (start-up, pre-flight, scheduling, the summary). `--cprofile FILE` runs the first
+every stage (start-up, pre-flight, scheduling, the summary), the mean number of requests the
+server had in flight while it had any, and for sharded runs a timeline of the tasks (from each
+manifest's mtime and wall time: when a worker joined a stage). `--cprofile FILE` runs the first
 mode under cProfile (the main thread: Luigi's worker and the stages; the teacher client's
 threads are not in it) and prints the functions that took the most time.
 
@@ -69,7 +74,8 @@ REPO = Path(__file__).resolve().parents[1]
 SAMPLE = REPO / "examples" / "rollouts" / "alfworld"
 MARKER = "You are in the middle of a room."
 RSS_WRAPPER = ("import resource, subprocess, sys; r = subprocess.run(sys.argv[1:]); "
-               "print('MAXRSS', resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss); "
+               "u = resource.getrusage(resource.RUSAGE_CHILDREN); "
+               "print('MAXRSS', u.ru_maxrss, 'CPU', u.ru_utime + u.ru_stime); "
                "sys.exit(r.returncode)")
 
 
@@ -134,6 +140,7 @@ class Row:
     server_cpu_ms: float = 0.0  # the server's CPU per request it received
     machine_ideal: float = 0.0  # the bare loop's replay of the same requests (0: not measured)
     mean_in_flight: float = 0.0  # at the server, over the time it had any request in flight
+    cpu: list[float] = field(default_factory=list)  # CPU seconds of each skillsft process
     timeline: list[tuple[float, float, str]] = field(default_factory=list)  # (start, end, task)
 
 
@@ -316,10 +323,15 @@ def measure(mode: str, rollouts: Path, trajectories: int, work: Path, latency: f
             luigid.terminate()
             luigid.wait(timeout=10)
     rss = [int(out.rsplit("MAXRSS", 1)[1].split()[0]) / 1024 for out in outputs]
+    cpu = [float(out.rsplit("MAXRSS", 1)[1].split()[2]) for out in outputs]
     journal = sum(p.stat().st_size for p in (work / "journal").glob("*.jsonl"))
     return Row(mode, trajectories, wall, requests, peak, requests * latency / concurrency, rss,
                journal / 2**20, stage_times(work), 1000 * server_cpu / max(1, received),
-               mean_in_flight=mean_in_flight, timeline=task_timeline(work, run_started))
+               mean_in_flight=mean_in_flight, cpu=cpu, timeline=task_timeline(work, run_started))
+
+
+def ratio(measured: float, ideal: float) -> str:
+    return f"{measured / ideal:.2f}" if ideal else "-"  # a 0 ms server has no ideal
 
 
 def print_rows(rows: list[Row], latency: float, concurrency: int) -> None:
@@ -329,15 +341,15 @@ def print_rows(rows: list[Row], latency: float, concurrency: int) -> None:
           "a bare AsyncOpenAI loop on this machine (see the module doc)")
     print(f"{'mode':<24} {'traj':>6} {'wall s':>7} {'requests':>8} {'peak':>5} {'ideal s':>8} "
           f"{'machine s':>9} {'/ideal':>7} {'/machine':>8} {'peak RSS MiB (each process)':>28} "
-          f"{'journal MiB':>11} {'server ms/req':>13}")
+          f"{'journal MiB':>11} {'server ms/req':>13} {'CPU s (each process)':>20}")
     for row in rows:
         rss = " + ".join(f"{r:.0f}" for r in row.rss_mib)
         machine, by_machine = ((f"{row.machine_ideal:.1f}", f"{row.wall / row.machine_ideal:.2f}")
                                if row.machine_ideal else ("-", "-"))
         print(f"{row.mode:<24} {row.trajectories:>6} {row.wall:>7.1f} {row.requests:>8} "
               f"{row.peak_in_flight:>5} {row.ideal:>8.1f} {machine:>9} "
-              f"{row.wall / row.ideal:>7.2f} {by_machine:>8} {rss:>28} {row.journal_mib:>11.1f} "
-              f"{row.server_cpu_ms:>13.2f}")
+              f"{ratio(row.wall, row.ideal):>7} {by_machine:>8} {rss:>28} {row.journal_mib:>11.1f} "
+              f"{row.server_cpu_ms:>13.2f} {' + '.join(f'{c:.1f}' for c in row.cpu):>20}")
 
 
 def print_replays(replays: list[Replay], latency: float, concurrency: int) -> None:
@@ -351,7 +363,8 @@ def print_replays(replays: list[Replay], latency: float, concurrency: int) -> No
     for replay in replays:
         ideal = replay.requests * latency / concurrency
         print(f"{replay.trajectories:>6} {replay.requests:>8} {replay.waves:>5} {ideal:>8.1f} "
-              f"{replay.rounds * latency:>13.1f} {replay.wall:>9.1f} {replay.wall / ideal:>13.2f} "
+              f"{replay.rounds * latency:>13.1f} {replay.wall:>9.1f} "
+              f"{ratio(replay.wall, ideal):>13} "
               f"{replay.client_cpu:>10.2f} {replay.server_cpu_ms:>13.2f} "
               f"{replay.mean_in_flight:>9.1f}")
 
@@ -402,6 +415,9 @@ def main() -> None:
                         help="also run one worker, default shards, on --scale-trajectories")
     parser.add_argument("--scale-trajectories", type=int, default=20_000)
     parser.add_argument("--scale-latency", type=float, default=0.02)
+    parser.add_argument("--shards", type=int, default=0,
+                        help="the sharded modes' shard count (default: the central-scheduler "
+                        "default for the corpus)")
     parser.add_argument("--no-machine-ideal", action="store_true",
                         help="skip the bare loop's replay of the requests")
     parser.add_argument("--replay", type=Path, help=argparse.SUPPRESS)  # the replay's child
@@ -420,7 +436,9 @@ def main() -> None:
         for factor in (1, 2) if args.double else (1,):
             rollouts = scratch / f"rollouts-x{factor}"
             trajectories = build_corpus(rollouts, args.envs * factor)
-            shards = auto_shards(trajectories)
+            # What a command sharing a central scheduler chooses (one worker alone on the
+            # in-process scheduler would not shard at all: pipeline/stages/shards.py).
+            shards = args.shards or auto_shards(trajectories)
             modes = [(name, label, args.concurrency, count, processes)
                      for name, label, count, processes in (
                          ("unsharded", "1 worker, unsharded", 1, 1),
