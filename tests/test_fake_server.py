@@ -42,3 +42,32 @@ def test_the_server_runs_alone_and_answers_by_the_prompt(flags, indices) -> None
     else:
         assert asked == indices
     assert stats["total"] == stats["paid"] == 1
+
+
+def test_the_server_counts_waves_and_requests_in_flight(server_factory) -> None:
+    """Requests that overlap share a wave, one arriving at an idle server opens the next (the
+    bench replays a run's requests wave after wave); the in-flight time integral exceeds the
+    busy time exactly when requests overlapped."""
+    import threading
+
+    both_arrived = threading.Barrier(2, timeout=30)
+
+    def answer(body: dict) -> str:
+        if body["messages"][-1]["content"].startswith("together"):
+            both_arrived.wait()  # neither is answered before the other has arrived
+        return json.dumps({"thoughts": []})
+
+    server = server_factory(responder=answer)
+    ask(server.base_url, "alone first")
+    pair = [threading.Thread(target=ask, args=(server.base_url, f"together {n}"))
+            for n in range(2)]
+    for thread in pair:
+        thread.start()
+    for thread in pair:
+        thread.join()
+    stats = server.stats
+    overlapped = stats.in_flight_seconds - stats.busy_seconds
+    ask(server.base_url, "alone last")
+    assert stats.waves == [0, 1, 1, 2]
+    assert overlapped > 0  # two in flight for a while
+    assert stats.in_flight == 0 and stats.busy_seconds > 0
