@@ -1,6 +1,7 @@
 """`python -m skillsft.testing`: the fake OpenAI-compatible server users can point the tool at."""
 
 import json
+import time
 import urllib.request
 
 import pytest
@@ -57,17 +58,23 @@ def test_the_server_counts_waves_and_requests_in_flight(server_factory) -> None:
             both_arrived.wait()  # neither is answered before the other has arrived
         return json.dumps({"thoughts": []})
 
+    def until_idle() -> None:  # the server counts an answer done just after sending it
+        deadline = time.monotonic() + 30
+        while server.stats.in_flight and time.monotonic() < deadline:
+            time.sleep(0.01)
+
     server = server_factory(responder=answer)
     ask(server.base_url, "alone first")
+    until_idle()
+    alone = server.stats.in_flight_seconds - server.stats.busy_seconds
     pair = [threading.Thread(target=ask, args=(server.base_url, f"together {n}"))
             for n in range(2)]
     for thread in pair:
         thread.start()
     for thread in pair:
         thread.join()
-    stats = server.stats
-    overlapped = stats.in_flight_seconds - stats.busy_seconds
+    until_idle()
+    overlapped = server.stats.in_flight_seconds - server.stats.busy_seconds
     ask(server.base_url, "alone last")
-    assert stats.waves == [0, 1, 1, 2]
-    assert overlapped > 0  # two in flight for a while
-    assert stats.in_flight == 0 and stats.busy_seconds > 0
+    assert server.stats.waves == [0, 1, 1, 2]
+    assert alone == 0 and overlapped > 0  # one in flight, then two for a while
