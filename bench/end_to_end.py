@@ -19,10 +19,11 @@ work dir against a fresh server:
   one after another cost;
 - 2 workers, sharded: two `skillsft run` processes sharing one luigid on 127.0.0.1.
 
-For each: wall time, CPU time of each process, teacher requests, the ideal time (requests x latency / concurrency: the
-machine-wide limit holds across both workers, so the ideal is the same for all), measured /
-ideal, peak RSS of each `skillsft` process, and the size of the journal. `--double` runs the
-three parallel modes again on twice the corpus, to show that peak memory stays flat.
+For each: wall time, CPU time of each process, teacher requests, the ideal time (requests x
+latency / concurrency: the machine-wide limit holds across both workers, so the ideal is the
+same for all), measured / ideal, peak RSS of each `skillsft` process, and the size of the
+journal. `--double` runs the three parallel modes again on twice the corpus, to show that peak
+memory stays flat.
 `--scale` adds one run of 20,000 trajectories (one worker, default shards, 20 ms latency by
 default, to keep it short).
 
