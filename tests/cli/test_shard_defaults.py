@@ -44,3 +44,21 @@ def test_the_luigi_config_counts_like_the_flags(tmp_path: Path, config: str,
                           cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split()[-1] == str(expected)
+
+
+def test_a_work_dir_sharded_before_is_current_for_one_worker(tmp_path: Path) -> None:
+    """A finished run sharded by hand (or by the earlier default, one shard per 500
+    trajectories) and re-run with one worker's default (no shards) recomputes nothing: the
+    merges keep the unsharded fingerprints."""
+    from skillsft.cli import main
+
+    work = tmp_path / "w"
+    flags = ["run", "alfworld", "--teacher", "offline", "--work-dir", str(work)]
+    assert main([*flags, "--shards", "3"]) == 0
+    assert len(list((work / "shards" / "distill").glob("part-*.json"))) == 3
+    written = {path: path.stat().st_mtime_ns for path in work.rglob("*")
+               if path.is_file() and "journal" not in path.parts and path.suffix != ".log"}
+    assert main(flags) == 0
+    after = {path: path.stat().st_mtime_ns for path in work.rglob("*")
+             if path.is_file() and "journal" not in path.parts and path.suffix != ".log"}
+    assert after == written
