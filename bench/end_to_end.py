@@ -24,8 +24,8 @@ latency / concurrency: the machine-wide limit holds across both workers, so the 
 same for all), measured / ideal, peak RSS of each `skillsft` process, and the size of the
 journal. `--double` runs the three parallel modes again on twice the corpus, to show that peak
 memory stays flat.
-`--scale` adds one run of 20,000 trajectories (one worker, default shards, 20 ms latency by
-default, to keep it short).
+`--scale` adds one run of 20,000 trajectories (one worker with its default shard count, i.e.
+unsharded, or `--shards N`; 20 ms latency by default, to keep it short).
 
 `--profile` adds, per run, where the time above the ideal goes, stage by stage, from the
 manifests the run left (`wall_seconds`, `cpu_seconds`, teacher requests): each stage's own
@@ -413,7 +413,8 @@ def main() -> None:
     parser.add_argument("--cprofile", type=Path, default=None,
                         help="run the first mode under cProfile, save the profile here")
     parser.add_argument("--scale", action="store_true",
-                        help="also run one worker, default shards, on --scale-trajectories")
+                        help="also run one worker, default shards (--shards: those), on "
+                        "--scale-trajectories")
     parser.add_argument("--scale-trajectories", type=int, default=20_000)
     parser.add_argument("--scale-latency", type=float, default=0.02)
     parser.add_argument("--shards", type=int, default=0,
@@ -478,8 +479,8 @@ def main() -> None:
         if args.scale:
             rollouts = scratch / "rollouts-scale"
             trajectories = build_corpus(rollouts, math.ceil(args.scale_trajectories / 3))
-            shards = auto_shards(trajectories)
-            row = measure(f"1 worker, {shards} shards", rollouts, trajectories,
+            shards = args.shards or auto_shards(trajectories, local_workers=1)  # its default
+            row = measure(f"1 worker, {shards} shard{'s' * (shards > 1)}", rollouts, trajectories,
                           scratch / "work-scale", args.scale_latency, args.concurrency, shards, 1,
                           scratch)
             scale_rows.append(row)
