@@ -153,6 +153,7 @@ class Replay:
     requests: int
     waves: int
     rounds: int  # each wave's requests / concurrency, rounded up, summed
+    sizes: list[int]  # requests per wave, in order
     wall: float
     client_cpu: float  # the bare loop's process
     server_cpu_ms: float  # per request
@@ -284,7 +285,7 @@ def machine_ideal(bodies: Path, requests: int, trajectories: int, latency: float
     figures = json.loads(output.rsplit("REPLAY", 1)[1])
     sizes = figures["waves"]
     return Replay(trajectories, requests, len(sizes),
-                  sum(math.ceil(size / concurrency) for size in sizes), figures["wall"],
+                  sum(math.ceil(size / concurrency) for size in sizes), sizes, figures["wall"],
                   figures["cpu"], 1000 * server_cpu / max(1, received), mean_in_flight)
 
 
@@ -368,6 +369,8 @@ def print_replays(replays: list[Replay], latency: float, concurrency: int) -> No
               f"{ratio(replay.wall, ideal):>13} "
               f"{replay.client_cpu:>10.2f} {replay.server_cpu_ms:>13.2f} "
               f"{replay.mean_in_flight:>9.1f}")
+        shown = ", ".join(str(size) for size in replay.sizes[:24])
+        print(f"{'':>6} requests per wave: {shown}{', ...' if len(replay.sizes) > 24 else ''}")
 
 
 def print_profile(rows: list[Row], latency: float, concurrency: int) -> None:
