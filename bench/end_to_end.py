@@ -339,17 +339,18 @@ def ratio(measured: float, ideal: float) -> str:
 def print_rows(rows: list[Row], latency: float, concurrency: int) -> None:
     print(f"ALFWorld pipeline, server latency {latency * 1000:.0f} ms, concurrency {concurrency} "
           "(machine-wide)")
-    print("ideal s: requests x latency / concurrency; machine s: the same requests replayed by "
-          "a bare AsyncOpenAI loop on this machine (see the module doc)")
+    print("ideal s: requests x latency / concurrency; machine ideal s: the same requests "
+          "replayed by a bare AsyncOpenAI loop on this machine (see the module doc)")
     print(f"{'mode':<24} {'traj':>6} {'wall s':>7} {'requests':>8} {'peak':>5} {'ideal s':>8} "
-          f"{'machine s':>9} {'/ideal':>7} {'/machine':>8} {'peak RSS MiB (each process)':>28} "
-          f"{'journal MiB':>11} {'server ms/req':>13} {'CPU s (each process)':>20}")
+          f"{'machine ideal s':>15} {'/ideal':>7} {'/machine':>8} "
+          f"{'peak RSS MiB (each process)':>28} {'journal MiB':>11} {'server ms/req':>13} "
+          f"{'CPU s (each process)':>20}")
     for row in rows:
         rss = " + ".join(f"{r:.0f}" for r in row.rss_mib)
         machine, by_machine = ((f"{row.machine_ideal:.1f}", f"{row.wall / row.machine_ideal:.2f}")
                                if row.machine_ideal else ("-", "-"))
         print(f"{row.mode:<24} {row.trajectories:>6} {row.wall:>7.1f} {row.requests:>8} "
-              f"{row.peak_in_flight:>5} {row.ideal:>8.1f} {machine:>9} "
+              f"{row.peak_in_flight:>5} {row.ideal:>8.1f} {machine:>15} "
               f"{ratio(row.wall, row.ideal):>7} {by_machine:>8} {rss:>28} {row.journal_mib:>11.1f} "
               f"{row.server_cpu_ms:>13.2f} {' + '.join(f'{c:.1f}' for c in row.cpu):>20}")
 
