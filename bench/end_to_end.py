@@ -3,7 +3,7 @@
     .venv/bin/python bench/end_to_end.py [--envs 700] [--latency 0.1] [--concurrency 16]
         [--double] [--skip-sequential] [--modes unsharded,sharded,two-workers]
         [--profile] [--cprofile FILE] [--scale [--scale-trajectories 20000]
-        [--scale-latency 0.02]]
+        [--scale-latency 0.02]] [--shards N] [--no-machine-ideal]
 
 Builds a corpus of N env folders by replicating examples/rollouts/alfworld (3 trajectories each,
 so 700 envs are 2,100 trajectories; each copy's initial observation is made unique, so no two
