@@ -58,7 +58,9 @@ def add_teacher_flags(parser: argparse.ArgumentParser, *, per_stage_models: bool
                        help="seconds between polls while waiting (default 30)")
     group.add_argument("--shards", type=positive_int, default=None, metavar="N",
                        help="cut memories and distillation into N shard tasks that Luigi "
-                       "workers share (default: one per 500 trajectories, at most 16)")
+                       "workers share (default: one per --workers, at most one per 500 "
+                       "trajectories; with a central scheduler one per 500 trajectories, at "
+                       "most 16)")
     group.add_argument("--max-cost", type=non_negative_float, default=None, metavar="USD",
                        help="stop before a stage whose estimate would pass this budget, and "
                        "stop a running stage when the spend reaches it (answers are kept)")

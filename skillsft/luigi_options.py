@@ -36,14 +36,44 @@ def luigi_build_options(args: argparse.Namespace) -> dict[str, Any]:
     return options
 
 
+def local_workers(args: argparse.Namespace) -> int | None:
+    """How many Luigi workers will run this command's tasks when no other command can join
+    them (the in-process scheduler: no `--scheduler-url`, none in the config); None when a
+    central scheduler may bring workers of other commands."""
+    config = luigi.configuration.get_config()
+    if getattr(args, "scheduler_url", None) or _has_any(config, "core", _SCHEDULER_OPTIONS):
+        return None
+    workers = getattr(args, "workers", None)
+    if workers is None:
+        try:
+            workers = int(config.get("core", "workers", 1))
+        except (TypeError, ValueError):
+            workers = 1
+    return max(1, workers)
+
+
 _KEEP_ALIVE_SET_HERE = [False]  # whether the keep_alive in the config is ours, not the user's
+
+
+# How long an idle worker of a central scheduler sleeps before it asks for work again: Luigi's
+# defaults (1 s plus up to 5 s at random) left the second of two workers asleep for 4.5 s after
+# the distill shards became ready (bench/end_to_end.py's timeline), while the first ran them
+# alone. Asking every 0.2-0.3 s costs one small scheduler call each time, only while idle.
+IDLE_WAIT = {"wait_interval": "0.2", "wait_jitter": "0.1"}
 
 
 def set_keep_alive(config: Any, *, central: bool) -> None:
     """With a central scheduler other processes may be running the tasks this one waits for
-    (shards of a stage): keep waiting for them instead of giving up when idle. Only then: with
-    the in-process scheduler, a worker kept alive would wait for its own failed tasks, so a
-    later build of this process takes back what an earlier one set."""
+    (shards of a stage): keep waiting for them instead of giving up when idle, and look for
+    work again soon (IDLE_WAIT, unless the config says). Only then: with the in-process
+    scheduler, a worker kept alive would wait for its own failed tasks, so a later build of
+    this process takes back what an earlier one set."""
+    if central:
+        for option, value in IDLE_WAIT.items():
+            if not _has_any(config, "worker", (option,)):
+                if not config.has_section("worker"):
+                    config.add_section("worker")
+                config.set("worker", option, value)
     if central and not _has_any(config, "worker", ("keep_alive",)):
         if not config.has_section("worker"):
             config.add_section("worker")

@@ -157,10 +157,12 @@ BYTES_PER_TRAJECTORY = 8_700
 
 
 def shard_count(args: argparse.Namespace, trajectories: int) -> int:
-    """--shards, or the default for a corpus of this many trajectories."""
+    """--shards, or the default for a corpus of this many trajectories and this command's
+    workers."""
+    from skillsft.luigi_options import local_workers
     from skillsft.pipeline.stages.shards import auto_shards
 
-    return getattr(args, "shards", None) or auto_shards(trajectories)
+    return getattr(args, "shards", None) or auto_shards(trajectories, local_workers(args))
 
 
 def trajectory_files(rollout_dir: Path) -> int:

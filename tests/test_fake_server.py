@@ -1,6 +1,7 @@
 """`python -m skillsft.testing`: the fake OpenAI-compatible server users can point the tool at."""
 
 import json
+import time
 import urllib.request
 
 import pytest
@@ -42,3 +43,38 @@ def test_the_server_runs_alone_and_answers_by_the_prompt(flags, indices) -> None
     else:
         assert asked == indices
     assert stats["total"] == stats["paid"] == 1
+
+
+def test_the_server_counts_waves_and_requests_in_flight(server_factory) -> None:
+    """Requests that overlap share a wave, one arriving at an idle server opens the next (the
+    bench replays a run's requests wave after wave); the in-flight time integral exceeds the
+    busy time exactly when requests overlapped."""
+    import threading
+
+    both_arrived = threading.Barrier(2, timeout=30)
+
+    def answer(body: dict) -> str:
+        if body["messages"][-1]["content"].startswith("together"):
+            both_arrived.wait()  # neither is answered before the other has arrived
+        return json.dumps({"thoughts": []})
+
+    def until_idle() -> None:  # the server counts an answer done just after sending it
+        deadline = time.monotonic() + 30
+        while server.stats.in_flight and time.monotonic() < deadline:
+            time.sleep(0.01)
+
+    server = server_factory(responder=answer)
+    ask(server.base_url, "alone first")
+    until_idle()
+    alone = server.stats.in_flight_seconds - server.stats.busy_seconds
+    pair = [threading.Thread(target=ask, args=(server.base_url, f"together {n}"))
+            for n in range(2)]
+    for thread in pair:
+        thread.start()
+    for thread in pair:
+        thread.join()
+    until_idle()
+    overlapped = server.stats.in_flight_seconds - server.stats.busy_seconds
+    ask(server.base_url, "alone last")
+    assert server.stats.waves == [0, 1, 1, 2]
+    assert alone == 0 and overlapped > 0  # one in flight, then two for a while

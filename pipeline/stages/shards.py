@@ -29,16 +29,25 @@ from typing import Any
 
 import orjson
 
-# --shards when not given: one shard per this many trajectories (rollout files), at most
-# MAX_AUTO_SHARDS. Large enough that a shard's fixed cost (a task, a manifest, a batch's tail)
-# stays small next to its requests, small enough that two or more workers share a stage.
+# --shards when not given, for a run whose workers may be joined by others (a central
+# scheduler): one shard per this many trajectories (rollout files), at most MAX_AUTO_SHARDS.
+# Large enough that a shard's fixed cost (a task, a manifest, a batch's tail) stays small next
+# to its requests, small enough that two or more workers share a stage.
 TRAJECTORIES_PER_SHARD = 500
 MAX_AUTO_SHARDS = 16
 
 
-def auto_shards(trajectories: int) -> int:
-    """The default shard count for a corpus of this many trajectories."""
-    return max(1, min(MAX_AUTO_SHARDS, math.ceil(trajectories / TRAJECTORIES_PER_SHARD)))
+def auto_shards(trajectories: int, local_workers: int | None = None) -> int:
+    """The default shard count for a corpus of this many trajectories.
+
+    `local_workers`: how many workers will run the shards when no other command can join them
+    (an in-process scheduler). Then never more shards than workers: the machine's in-flight
+    limit is shared by all its workers, so more shards do not send faster; the shards beyond
+    the workers only run one after another, each ending in its batch's tail (its last requests,
+    with fewer than the concurrency in flight), and one worker gets one shard. None (a central
+    scheduler, which the workers of other commands and machines may join): by the corpus size."""
+    by_size = max(1, min(MAX_AUTO_SHARDS, math.ceil(trajectories / TRAJECTORIES_PER_SHARD)))
+    return by_size if local_workers is None else max(1, min(by_size, local_workers))
 
 
 def record_key(record: Any) -> str:

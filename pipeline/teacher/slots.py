@@ -17,9 +17,18 @@ has its own folder, so its own limit.
 Descriptors are opened per process (a forked child opens its own: an inherited descriptor would
 share its parent's lock), and the slots this process holds are remembered in memory, so a
 process never waits on a slot it holds itself.
+
+While every slot is taken, a process's waiting requests queue in order and one task polls the
+files for them (each request polling on its own tried every lock hundreds of times a second,
+CPU that two worker processes on a 2-core machine need for their work). A slot this process
+gives back while it has waiters passes straight to the first, still locked: no poll between
+two of its requests, and no other process takes it meanwhile, so two processes keep the slots
+they hold busy and meet only over those one of them frees when it runs out of work (found
+within POLL_SECONDS).
 """
 
 import asyncio
+import collections
 import contextlib
 import fcntl
 import os
@@ -29,7 +38,7 @@ from pathlib import Path
 
 from skillsft.pipeline.teacher.machine import machine_folder
 
-POLL_SECONDS = 0.003  # how often a process waiting for a slot looks again
+POLL_SECONDS = 0.003  # how often a process waiting for a slot held elsewhere looks again
 
 
 class MachineSlots:
@@ -39,6 +48,11 @@ class MachineSlots:
         self._pid = -1
         self._fds: list[int] = []
         self._held: set[int] = set()
+        # This process's requests waiting for a slot, in arrival order, and the one task that
+        # polls the files for them; both belong to one event loop.
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._waiting: collections.deque[asyncio.Future[int]] = collections.deque()
+        self._poller: asyncio.Task[None] | None = None
 
     def _open(self) -> None:
         if self._pid == os.getpid():
@@ -47,6 +61,8 @@ class MachineSlots:
         self._fds = [os.open(self.folder / f"slot-{i:03d}", os.O_RDWR | os.O_CREAT, 0o666)
                      for i in range(self.limit)]
         self._held = set()
+        self._waiting = collections.deque()
+        self._poller = None
         self._pid = os.getpid()
 
     def try_take(self) -> int | None:
@@ -66,13 +82,56 @@ class MachineSlots:
         return None
 
     def give_back(self, number: int) -> None:
+        """Done with slot `number`: it passes to this process's first waiter, still locked,
+        else its lock is released for any process to take."""
+        while self._waiting:
+            waiter = self._waiting.popleft()
+            if not waiter.done():
+                waiter.set_result(number)
+                return
         self._held.discard(number)
         fcntl.flock(self._fds[number], fcntl.LOCK_UN)
 
+    def _queue_for(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Forget waiters of another event loop (a process that ran an earlier one)."""
+        if self._loop is not loop:
+            self._loop, self._waiting, self._poller = loop, collections.deque(), None
+
+    async def _poll(self) -> None:
+        """While this process has waiters: take any slot another process frees, for the first."""
+        while True:
+            while self._waiting and self._waiting[0].done():  # cancelled while waiting
+                self._waiting.popleft()
+            if not self._waiting:
+                return
+            number = self.try_take()
+            if number is None:
+                await asyncio.sleep(POLL_SECONDS)
+            else:
+                self.give_back(number)
+
+    async def _wait_for_slot(self) -> int:
+        loop = asyncio.get_running_loop()
+        self._queue_for(loop)
+        waiter: asyncio.Future[int] = loop.create_future()
+        self._waiting.append(waiter)
+        if self._poller is None or self._poller.done():
+            self._poller = loop.create_task(self._poll())
+        try:
+            return await waiter
+        except asyncio.CancelledError:
+            if waiter.done() and not waiter.cancelled():  # handed a slot as it was cancelled
+                self.give_back(waiter.result())
+            raise
+
     @contextlib.asynccontextmanager
     async def slot(self) -> AsyncIterator[None]:
-        while (number := self.try_take()) is None:
-            await asyncio.sleep(POLL_SECONDS)
+        self._open()
+        # Behind this process's waiters if it has any (first come, first served), else at once.
+        number = None if self._waiting and self._loop is asyncio.get_running_loop() else (
+            self.try_take())
+        if number is None:
+            number = await self._wait_for_slot()
         try:
             yield
         finally:

@@ -112,6 +112,11 @@ class ServerStats:
     faults: Counter[str] = field(default_factory=Counter)
     bodies: list[dict[str, Any]] = field(default_factory=list)
     raw_bodies: list[bytes] = field(default_factory=list)  # as received, byte for byte
+    # For each body above, its wave: requests that arrived while at least one earlier request
+    # was still being answered share a wave, and a request arriving at an idle server opens
+    # the next one. A pipeline's stages (and aggregation levels) wait for each other, so each
+    # is one wave; bench/end_to_end.py replays them in order for the machine's own ideal.
+    waves: list[int] = field(default_factory=list)
     authorization_seen: set[str] = field(default_factory=set)
     embedded_texts: list[str] = field(default_factory=list)  # every text sent to /embeddings
     batch_items: int = 0  # batch lines answered (each one paid like a live request)
@@ -119,6 +124,22 @@ class ServerStats:
     arrivals: list[tuple[float, int]] = field(default_factory=list)  # (monotonic s, status)
     billed: list[tuple[float, int]] = field(default_factory=list)  # (monotonic s, tokens) per 200
     connections: int = 0  # TCP connections accepted (a client that reuses them opens few)
+    # Chat requests in flight integrated over time, and the time with any in flight: their
+    # ratio is how many the clients kept in flight while they had work (bench/end_to_end.py).
+    in_flight_seconds: float = 0.0
+    busy_seconds: float = 0.0
+    in_flight_changed: float = 0.0  # monotonic time of the last change of in_flight
+
+    def count_in_flight(self, change: int) -> None:
+        """Move `in_flight` by `change` (+1 a request arrived, -1 it was answered), keeping
+        the time integrals; called under the server's lock."""
+        now = time.monotonic()
+        if self.in_flight:
+            elapsed = now - self.in_flight_changed
+            self.in_flight_seconds += self.in_flight * elapsed
+            self.busy_seconds += elapsed
+        self.in_flight += change
+        self.in_flight_changed = now
 
     @property
     def stage_requests(self) -> int:
@@ -463,17 +484,18 @@ class _Handler(BaseHTTPRequestHandler):
             attempt = stats.by_prompt[content_hash]
             stats.total += 1
             stats.by_prompt[content_hash] += 1
-            stats.in_flight += 1
+            stats.count_in_flight(+1)
             stats.peak_in_flight = max(stats.peak_in_flight, stats.in_flight)
             stats.bodies.append(body)
             stats.raw_bodies.append(raw)
+            stats.waves.append((stats.waves[-1] if stats.waves else -1) + (stats.in_flight == 1))
             stats.probes += is_probe(body)
             stats.authorization_seen.add(self.headers.get("Authorization", ""))
         try:
             self._answer(owner, body, content_hash, attempt)
         finally:
             with owner.lock:
-                owner.stats.in_flight -= 1
+                owner.stats.count_in_flight(-1)
 
     def _embeddings(self, body: dict[str, Any]) -> None:
         """POST /v1/embeddings: one vector per input, from the words of that input, so texts
@@ -503,8 +525,7 @@ class _Handler(BaseHTTPRequestHandler):
             return
         with owner.lock:
             crowded = bool(config.max_in_flight) and owner.stats.in_flight > config.max_in_flight
-            early = not is_probe(body) and (
-                sum(1 for _, status in owner.stats.arrivals) < config.rate_limit_first)
+            early = not is_probe(body) and len(owner.stats.arrivals) < config.rate_limit_first
             owner.stats.arrivals.append((time.monotonic(), 429 if crowded or early else 200))
         if crowded or early:
             owner.count_fault("over_capacity" if crowded else "rate_limit_first")

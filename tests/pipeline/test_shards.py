@@ -99,3 +99,13 @@ def test_the_default_shard_count_grows_with_the_corpus_and_is_capped() -> None:
     assert auto_shards(0) == 1 and auto_shards(30) == 1
     assert auto_shards(2100) == 5
     assert auto_shards(10**7) == 16
+
+
+def test_the_default_shard_count_is_at_most_one_per_local_worker() -> None:
+    """With the in-process scheduler every worker is known: shards beyond them would only run
+    one after another, each with its batch's tail; a central scheduler keeps the corpus rule."""
+    assert auto_shards(2100, local_workers=1) == 1
+    assert auto_shards(2100, local_workers=3) == 3
+    assert auto_shards(2100, local_workers=64) == 5  # never more than by size
+    assert auto_shards(30, local_workers=4) == 1
+    assert auto_shards(2100, local_workers=None) == auto_shards(2100) == 5

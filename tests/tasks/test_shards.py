@@ -121,8 +121,9 @@ def answering_once_both_workers_joined(scheduler: str):
         while not joined["yes"] and time.monotonic() < deadline:
             with urllib.request.urlopen(scheduler + "/api/worker_list?data={}", timeout=5) as r:
                 # both processes are running a task: an idle Luigi worker polls for work only
-                # every 1-6 s (wait_interval plus jitter), time enough for the first to do
-                # every shard if answers flowed; a worker that never gets one times out here
+                # every 0.2-0.3 s (skillsft/luigi_options.IDLE_WAIT; Luigi's own default is
+                # 1-6 s), time enough for the first to do every shard if answers flowed; a
+                # worker that never gets one times out here
                 workers = json.loads(r.read())["response"]
                 joined["yes"] = (len({w["pid"] for w in workers}) >= 2
                                  and all(w["num_running"] for w in workers))

@@ -35,3 +35,52 @@ def test_a_slot_is_held_until_given_back(tmp_path: Path) -> None:
     assert other.try_take() is None
     slots.give_back(first)
     assert other.try_take() == first
+
+
+def test_a_slot_given_back_passes_to_this_process_waiter_and_others_get_freed_ones(
+        tmp_path: Path) -> None:
+    """Within a process a slot passes from one request to the next waiting one without being
+    unlocked (another process cannot take it meanwhile); a slot the process frees with nobody
+    waiting reaches a waiter of another process; a waiter cancelled while queued takes none."""
+    import asyncio
+
+    ours, theirs = MachineSlots(tmp_path, 1), MachineSlots(tmp_path, 1)  # two descriptor sets
+
+    async def scenario() -> list[str]:
+        seen: list[str] = []
+        first_in = asyncio.Event()
+        release_first = asyncio.Event()
+
+        async def first() -> None:
+            async with ours.slot():
+                first_in.set()
+                await release_first.wait()
+            taken = theirs.try_take()  # the moment ours gives it back, with a waiter queued
+            seen.append(f"free at the hand-over: {taken is not None}")
+            if taken is not None:
+                theirs.give_back(taken)
+
+        async def second() -> None:
+            async with ours.slot():
+                seen.append("second in")
+
+        async def cancelled() -> None:
+            async with ours.slot():
+                seen.append("the cancelled waiter ran")
+
+        holder = asyncio.create_task(first())
+        await first_in.wait()
+        queued = asyncio.create_task(second())
+        doomed = asyncio.create_task(cancelled())
+        await asyncio.sleep(0.02)
+        doomed.cancel()
+        release_first.set()
+        await asyncio.gather(holder, queued)
+        await asyncio.gather(doomed, return_exceptions=True)
+        async with asyncio.timeout(10):
+            async with theirs.slot():  # ours holds nothing now: the other process gets it
+                seen.append("theirs in")
+        return seen
+
+    assert asyncio.run(scenario()) == ["free at the hand-over: False", "second in", "theirs in"]
+    assert ours.try_take() == 0  # nothing leaked
