@@ -15,17 +15,21 @@ trajectory: then everything goes to `train`, and the export says so.
 import logging
 import random
 import shutil
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from datasets import Dataset, Features, SplitInfo, Value
+from datasets import Features, SplitInfo, Value
 
 from skillsft.pipeline import workdir
 from skillsft.pipeline.envs import ENVS, get_env
 from skillsft.pipeline.errors import InputError, SkillsftError
-from skillsft.pipeline.formats.record_files import CONVERSATIONS, load_records
-from skillsft.pipeline.formats.token_lengths import DEFAULT_CUTOFF_LEN, TokenLengths, token_lengths
+from skillsft.pipeline.formats.record_files import CONVERSATIONS, LoadedRecords, iter_records
+from skillsft.pipeline.formats.token_lengths import (
+    DEFAULT_CUTOFF_LEN,
+    TokenLengths,
+    TokenLengthTally,
+)
 from skillsft.pipeline.stages.corpus_bank import corpus_bank
 from skillsft.pipeline.stages.publish.card import (
     CardConfig,
@@ -37,7 +41,13 @@ from skillsft.pipeline.stages.publish.card import (
 )
 from skillsft.pipeline.stages.publish.card_usage import environment_lines, with_usage
 from skillsft.pipeline.stages.publish.extras import export_extras, preference_config
-from skillsft.pipeline.stages.publish.parquet import WrittenConfig, write_config, write_shards
+from skillsft.pipeline.stages.publish.parquet import (
+    ConfigSpools,
+    WrittenConfig,
+    split_info,
+    write_config,
+    write_shards,
+)
 from skillsft.pipeline.stages.publish.skill_free import (
     flatten_history,
     noskill_config,
@@ -49,27 +59,29 @@ from skillsft.pipeline.stages.publish.trainer_configs import (
     RANKING,
     SHAREGPT,
     TRAJECTORY_FEATURES,
-    conversational_columns,
     conversational_config,
+    conversational_row,
     llama_factory_entries,
     trajectories_config,
-    trajectory_columns,
+    trajectory_rows,
     write_dataset_info,
 )
 from skillsft.pipeline.stages.publish.trainer_files import (
     METADATA_FEATURES,
     METADATA_FOLDER,
+    MetadataRows,
     load_bank,
-    metadata_columns,
     metadata_config_name,
 )
-from skillsft.pipeline.stages.report import (
-    HUB_DIR,
-    Provenance,
-    build_report,
-    load_corpus,
-    load_provenance,
+from skillsft.pipeline.stages.report import HUB_DIR, Provenance, build_report
+from skillsft.pipeline.stages.report.readers import (
+    Read,
+    corpus_records,
+    jsonl_records,
+    provenance_file,
 )
+from skillsft.schemas.conversation import AlpacaRecord, Conversation
+from skillsft.schemas.skill_bank import SkillBank
 
 log = logging.getLogger("skillsft.publish")
 
@@ -129,32 +141,153 @@ def split_by_trajectory(
     provenance: Sequence[Provenance], fraction: float, seed: int
 ) -> list[str]:
     """The split of each record (same order), holding out whole trajectories."""
-    trajectories = sorted({line.trajectory_id for line in provenance})
-    if fraction <= 0 or len(trajectories) < 2:
-        return [TRAIN] * len(provenance)
-    random.Random(seed).shuffle(trajectories)
-    held_out_count = min(len(trajectories) - 1, max(1, round(fraction * len(trajectories))))
-    held_out = set(trajectories[:held_out_count])
+    held_out = held_out_trajectories({line.trajectory_id for line in provenance}, fraction, seed)
     return [VALIDATION if line.trajectory_id in held_out else TRAIN for line in provenance]
 
 
-def record_splits(work_dir: Path, env: str, kept: list[int], options: PublishOptions,
-                  notes: list[str]) -> list[str]:
-    """Split names for the kept corpus records (by their index in the corpus file)."""
+def held_out_trajectories(trajectory_ids: set[str], fraction: float, seed: int) -> set[str]:
+    """The trajectories the validation split gets: a seeded shuffle of the sorted ids, so the
+    same corpus and seed hold out the same ones on every machine (none below two)."""
+    trajectories = sorted(trajectory_ids)
+    if fraction <= 0 or len(trajectories) < 2:
+        return set()
+    random.Random(seed).shuffle(trajectories)
+    held_out_count = min(len(trajectories) - 1, max(1, round(fraction * len(trajectories))))
+    return set(trajectories[:held_out_count])
+
+
+RecordWithLine = tuple[int, AlpacaRecord, Provenance | None]
+
+
+def with_provenance(records: Iterator[tuple[int, AlpacaRecord]],
+                    lines: Iterator[Provenance] | None) -> Iterator[RecordWithLine]:
+    """(position, record, provenance line) of each corpus record: the line is the readable
+    provenance line at the record's position in the corpus file (None past the last, or
+    without `lines`). The lines after the last record are read too, so a `Read` that tallies
+    them is complete when this ends."""
+    position = -1
+    line: Provenance | None = None
+    for index, record in records:
+        while lines is not None and position < index:
+            line = next(lines, None)
+            position += 1
+            if line is None:
+                lines = None
+        yield index, record, line if lines is not None else None
+    for _ in lines or ():
+        pass
+
+
+@dataclass
+class CorpusSurvey:
+    """What one streamed pass over the corpus and its provenance tells before anything is
+    written: how many records, whether the provenance lines up with them, which trajectories
+    they come from, and their token lengths."""
+
+    records: int
+    last_position: int  # -1 without records
+    warnings: list[str]
+    provenance: Read
+    trajectories: set[str]
+    lengths: TokenLengths
+
+    @property
+    def aligned(self) -> bool:
+        """The provenance file holds a readable line for every corpus record, and no other."""
+        return (self.provenance.found and not self.provenance.warnings
+                and self.provenance.count > self.last_position)
+
+
+def survey_corpus(work_dir: Path, env: str, options: PublishOptions) -> CorpusSurvey:
+    """The first pass; `InputError` when there is no readable corpus."""
+    lengths = TokenLengthTally(options.tokenizer, options.cutoff_len)
+    read, provenance = Read(), Read()
+    records, last_position, trajectories = 0, -1, set()
+    lines = jsonl_records(work_dir / provenance_file(env), Provenance, provenance)
+    for position, record, line in with_provenance(corpus_records(work_dir, env, read), lines):
+        records, last_position = records + 1, position
+        lengths.add(record)
+        if line is not None:
+            trajectories.add(line.trajectory_id)
+    if not read.found:
+        raise InputError(read.warnings[0])
+    return CorpusSurvey(records, last_position, read.warnings, provenance, trajectories,
+                        lengths.result())
+
+
+def held_out_of(survey: CorpusSurvey, env: str, options: PublishOptions,
+                notes: list[str]) -> set[str]:
+    """The held-out trajectories (none, with a note, when the provenance cannot tell)."""
     if options.validation_fraction <= 0:
-        return [TRAIN] * len(kept)
-    provenance = load_provenance(work_dir, env)
-    if not provenance.found:
+        return set()
+    if not survey.provenance.found:
         notes.append(f"no {env}_sft_provenance.jsonl: no validation split, all rows in train")
-        return [TRAIN] * len(kept)
-    if provenance.warnings or len(provenance.items) <= max(kept, default=-1):
+        return set()
+    if not survey.aligned:
         notes.append(
             f"{env}_sft_provenance.jsonl does not match the corpus line for line "
-            f"({len(provenance.items)} readable lines): no validation split, all rows in train"
+            f"({survey.provenance.count} readable lines): no validation split, all rows in train"
         )
-        return [TRAIN] * len(kept)
-    aligned = [provenance.items[i] for i in kept]
-    return split_by_trajectory(aligned, options.validation_fraction, options.seed)
+        return set()
+    return held_out_trajectories(survey.trajectories, options.validation_fraction, options.seed)
+
+
+def metadata_wanted(survey: CorpusSurvey, env: str, notes: list[str]) -> bool:
+    """Whether `<env>_metadata` (and `<env>_trajectories`) can be told (a note when not)."""
+    if not survey.provenance.found:
+        notes.append(f"no {env}_sft_provenance.jsonl: no {metadata_config_name(env)} config")
+    elif not survey.aligned:
+        notes.append(f"{env}_sft_provenance.jsonl does not match the corpus line for line: no "
+                     f"{metadata_config_name(env)} config")
+    return survey.aligned
+
+
+class SkillFreeStream:
+    """`<env>_noskill`'s rows beside the corpus pass: the skill-free record of each corpus
+    record in turn, checked against it (same output). The first mismatch or unreadable
+    conversation drops the config with a note; `finish` catches a stream longer than the
+    corpus."""
+
+    def __init__(self, work_dir: Path, env: str, spools: ConfigSpools) -> None:
+        self.name = noskill_config(env)
+        self.source = work_dir / workdir.DISTILLED
+        self.spools: ConfigSpools | None = spools
+        self.variants = skill_free_records(self.source, get_env(env),
+                                           flatten_history(work_dir, env))
+        self.note: str | None = None
+
+    def _next(self) -> AlpacaRecord | None:
+        try:
+            return next(self.variants, None)
+        except (OSError, SkillsftError) as exc:
+            self._drop(f"{exc}: no {self.name} config")
+            return None
+
+    def _drop(self, note: str) -> None:
+        if self.spools is not None:
+            self.spools.remove()
+            self.spools = None
+            self.note = note
+
+    def _mismatch(self) -> None:
+        self._drop(f"{self.source.name} no longer flattens to the corpus record for record: no "
+                   f"{self.name} config (run flatten again)")
+
+    def add(self, split: str, record: AlpacaRecord) -> None:
+        if self.spools is None:
+            return
+        variant = self._next()
+        if self.spools is None:
+            return
+        if variant is None or variant.output != record.output:
+            self._mismatch()
+            return
+        self.spools.add(split, {"instruction": variant.instruction, "output": variant.output})
+
+    def finish(self) -> ConfigSpools | None:
+        if self.spools is not None and self._next() is not None:
+            self._mismatch()
+        return self.spools
 
 
 def export_local(
@@ -163,51 +296,49 @@ def export_local(
     """Write `WORK_DIR/hub/<env>/*.parquet`, the other configs of this environment and
     `WORK_DIR/hub/README.md` from the corpus.
 
+    The corpus is read as a stream, twice: a survey (record count, whether the provenance
+    lines up, the trajectories for the split, the token lengths), then the pass that feeds
+    every config's rows to its spool (parquet.py), so the export holds a bounded number of
+    records whatever the corpus's size.
+
     Raises `InputError` when there is no readable corpus. Unreadable records are skipped and
     listed in `notes` (and the report's checks then show rows published < records).
     """
     options = options or PublishOptions()
     work_dir = Path(work_dir)
-    corpus = load_corpus(work_dir, env)
-    if not corpus.found:
-        raise InputError(corpus.warnings[0])
-    notes = list(corpus.warnings)
-    kept = corpus.kept
-    splits = record_splits(work_dir, env, kept, options, notes)
+    survey = survey_corpus(work_dir, env, options)
+    notes = list(survey.warnings)
+    held_out = held_out_of(survey, env, options, notes)
+    with_metadata = metadata_wanted(survey, env, notes)
 
     root = work_dir / HUB_DIR
     staging = root / f".{env}.partial"
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(parents=True)
-    provenance = aligned_provenance(work_dir, env, kept, notes)
-    bank = corpus_bank(work_dir)
-    metadata = (metadata_columns(env, provenance, load_bank(bank.path if bank and bank.current
-                                                            else None))
-                if provenance is not None else None)
-    split_infos: list[SplitInfo] = []
-    metadata_infos: list[SplitInfo] = []
-    conversational: dict[str, dict[str, list]] = {}
-    for split in (TRAIN, VALIDATION):
-        chosen = [i for i, s in enumerate(splits) if s == split]
-        rows = [corpus.items[i] for i in chosen]
-        if not rows and split != TRAIN:
-            continue
-        alpaca = {"instruction": [r.instruction for r in rows], "output": [r.output for r in rows]}
-        dataset = Dataset.from_dict(alpaca, features=FEATURES)
-        write_shards(dataset, staging, split, options.max_shard_bytes)
-        split_infos.append(SplitInfo(name=split, num_bytes=dataset.data.nbytes,
-                                     num_examples=len(dataset)))
-        conversational[split] = conversational_columns(rows)
-        if metadata is not None:
-            columns = {name: [values[i] for i in chosen] for name, values in metadata.items()}
-            with_meta = Dataset.from_dict({**alpaca, **columns}, features=METADATA_FEATURES)
+    spool_folder = root / f".{env}.spool"
+    shutil.rmtree(spool_folder, ignore_errors=True)
+    try:
+        bank = corpus_bank(work_dir)
+        corpus = read_corpus_configs(work_dir, env, spool_folder, held_out, with_metadata,
+                                     load_bank(bank.path if bank and bank.current else None),
+                                     options)
+        split_infos = write_split_shards(corpus.alpaca, staging, options)
+        metadata_infos: list[SplitInfo] = []
+        if corpus.metadata is not None:
             (staging / METADATA_FOLDER).mkdir(exist_ok=True)
-            write_shards(with_meta, staging / METADATA_FOLDER, split, options.max_shard_bytes)
-            metadata_infos.append(SplitInfo(name=split, num_bytes=with_meta.data.nbytes,
-                                            num_examples=len(with_meta)))
-    final = root / env
-    shutil.rmtree(final, ignore_errors=True)
-    staging.rename(final)
+            metadata_infos = write_split_shards(corpus.metadata, staging / METADATA_FOLDER,
+                                                options)
+        final = root / env
+        shutil.rmtree(final, ignore_errors=True)
+        staging.rename(final)
+        written = [write_config(root, conversational_config(env), CONVERSATIONAL_FEATURES,
+                                corpus.conversational.in_order([TRAIN, VALIDATION]),
+                                options.max_shard_bytes),
+                   export_trajectories(work_dir, env, root, spool_folder, corpus, options,
+                                       notes),
+                   export_noskill(env, root, corpus, options, notes)]
+    finally:
+        shutil.rmtree(spool_folder, ignore_errors=True)
     shards = sorted(final.glob("*.parquet"))
     metadata_shards = sorted((final / METADATA_FOLDER).glob("*.parquet"))
     side_configs = [CardConfig(
@@ -215,11 +346,6 @@ def export_local(
         splits=tuple(metadata_infos), folder=f"{env}/{METADATA_FOLDER}",
         download_size=sum(p.stat().st_size for p in metadata_shards),
     )] if metadata_infos else []
-    written = [write_config(root, conversational_config(env), CONVERSATIONAL_FEATURES,
-                            conversational, options.max_shard_bytes),
-               export_trajectories(work_dir, env, root, provenance, splits, options, notes),
-               export_noskill(work_dir, env, root, corpus.items, kept, splits, options, notes)]
-    lengths = token_lengths(corpus.items, options.tokenizer, options.cutoff_len)
 
     config = CardConfig(
         env=env,
@@ -246,7 +372,7 @@ def export_local(
         extra_configs=extras.configs,
         extra_folders=[*(w.config.env for w in written if w), *extras.folders],
         side_configs=side_configs,
-        token_lengths=lengths,
+        token_lengths=survey.lengths,
         dataset_info=dataset_info,
     )
     card_path.write_text(card_text(work_dir, env, export, existing, options), encoding="utf-8")
@@ -255,56 +381,107 @@ def export_local(
     return export
 
 
-def export_trajectories(work_dir: Path, env: str, root: Path,
-                        provenance: list[Provenance] | None, splits: list[str],
-                        options: PublishOptions, notes: list[str]) -> WrittenConfig | None:
+@dataclass
+class CorpusConfigs:
+    """The spools the corpus pass filled: one per config fed from corpus records."""
+
+    alpaca: ConfigSpools
+    metadata: ConfigSpools | None
+    conversational: ConfigSpools
+    skill_free: ConfigSpools | None
+    skill_free_note: str | None
+    split_order: list[str]  # the splits in the order records first went to them
+    split_of: dict[str, str]  # trajectory id -> split (with the metadata config only)
+
+
+def read_corpus_configs(work_dir: Path, env: str, folder: Path, held_out: set[str],
+                        with_metadata: bool, bank: SkillBank | None,
+                        options: PublishOptions) -> CorpusConfigs:
+    """The second pass over the corpus: each record's rows go to the spools of its split."""
+    alpaca = ConfigSpools(folder, env, FEATURES)
+    alpaca.spool(TRAIN)  # the alpaca config always has a train split, even an empty one
+    metadata = ConfigSpools(folder, metadata_config_name(env), METADATA_FEATURES) \
+        if with_metadata else None
+    if metadata is not None:
+        metadata.spool(TRAIN)
+    conversational = ConfigSpools(folder, conversational_config(env), CONVERSATIONAL_FEATURES)
+    shutil.rmtree(work_dir / HUB_DIR / noskill_config(env), ignore_errors=True)
+    skill_free = SkillFreeStream(work_dir, env, ConfigSpools(folder, noskill_config(env),
+                                                             FEATURES)) \
+        if options.skill_variants == "none" else None
+    metadata_rows = MetadataRows(env, bank)
+    split_order: dict[str, None] = {}
+    split_of: dict[str, str] = {}
+    lines = (jsonl_records(work_dir / provenance_file(env), Provenance, Read())
+             if with_metadata else None)
+    for _, record, line in with_provenance(corpus_records(work_dir, env, Read()), lines):
+        split = VALIDATION if line is not None and line.trajectory_id in held_out else TRAIN
+        split_order.setdefault(split)
+        alpaca.add(split, {"instruction": record.instruction, "output": record.output})
+        conversational.add(split, conversational_row(record))
+        if metadata is not None and line is not None:
+            metadata.add(split, metadata_rows.row(record, line))
+            split_of[line.trajectory_id] = split
+        if skill_free is not None:
+            skill_free.add(split, record)
+    return CorpusConfigs(
+        alpaca=alpaca, metadata=metadata, conversational=conversational,
+        skill_free=skill_free.finish() if skill_free else None,
+        skill_free_note=skill_free.note if skill_free else None,
+        split_order=list(split_order), split_of=split_of)
+
+
+def write_split_shards(spools: ConfigSpools, folder: Path,
+                       options: PublishOptions) -> list[SplitInfo]:
+    """The shards of train (always) and validation (when it has rows) into `folder`."""
+    infos = []
+    for split, spool in spools.in_order([TRAIN, VALIDATION]).items():
+        if split != TRAIN and not spool.rows:
+            continue
+        write_shards(spool, folder, split, options.max_shard_bytes)
+        infos.append(split_info(split, spool))
+    return infos
+
+
+def export_trajectories(work_dir: Path, env: str, root: Path, folder: Path,
+                        corpus: CorpusConfigs, options: PublishOptions,
+                        notes: list[str]) -> WrittenConfig | None:
     """The `<env>_trajectories` config: the distilled conversations whose records are in the
     corpus, each in its records' split (None, with a note, when that cannot be told)."""
     name = trajectories_config(env)
     source = work_dir / workdir.DISTILLED
-    if provenance is None or not source.is_file():
+    if corpus.metadata is None or not source.is_file():
         shutil.rmtree(root / name, ignore_errors=True)
-        if provenance is not None:
+        if corpus.metadata is not None:
             notes.append(f"no {workdir.DISTILLED}: no {name} config")
         return None
+    spools = ConfigSpools(folder, name, TRAJECTORY_FEATURES)
+    loaded: LoadedRecords[Conversation] = LoadedRecords([])
     try:
-        loaded = load_records(source, CONVERSATIONS, "publish")
+        conversations = iter_records(source, CONVERSATIONS, "publish", loaded)
+        for split, row in trajectory_rows(conversations, corpus.split_of):
+            spools.add(split, row)
     except SkillsftError as exc:
         notes.append(f"{exc}: no {name} config")
+        spools.remove()
         shutil.rmtree(root / name, ignore_errors=True)
         return None
     notes += [f"{r.detail}: conversation left out of {name}" for r in loaded.rejects]
-    split_of = {line.trajectory_id: split for line, split in zip(provenance, splits, strict=True)}
-    columns = trajectory_columns(loaded.records, split_of, list(dict.fromkeys(splits)))
-    return write_config(root, name, TRAJECTORY_FEATURES, columns, options.max_shard_bytes)
+    return write_config(root, name, TRAJECTORY_FEATURES, spools.in_order(corpus.split_order),
+                        options.max_shard_bytes)
 
 
-def export_noskill(work_dir: Path, env: str, root: Path, records: list, kept: list[int],
-                   splits: list[str], options: PublishOptions,
+def export_noskill(env: str, root: Path, corpus: CorpusConfigs, options: PublishOptions,
                    notes: list[str]) -> WrittenConfig | None:
     """`<env>_noskill` (with `--skill-variants none`): every corpus record again, flattened from
     its conversation as the layout renders it without the experience block, so it has the same
     output, order and split; None (with a note) when they do not line up with the corpus."""
-    name = noskill_config(env)
-    shutil.rmtree(root / name, ignore_errors=True)
-    if options.skill_variants != "none":
+    if corpus.skill_free_note:
+        notes.append(corpus.skill_free_note)
+    if corpus.skill_free is None:
         return None
-    source = work_dir / workdir.DISTILLED
-    try:
-        variants = skill_free_records(source, get_env(env), flatten_history(work_dir, env))
-    except (OSError, SkillsftError) as exc:
-        notes.append(f"{exc}: no {name} config")
-        return None
-    if len(variants) != len(records) or any(
-            variants[i].output != records[i].output for i in kept):
-        notes.append(f"{source.name} no longer flattens to the corpus record for record: no "
-                     f"{name} config (run flatten again)")
-        return None
-    columns = {split: {"instruction": [], "output": []} for split in dict.fromkeys(splits)}
-    for index, split in zip(kept, splits, strict=True):
-        columns[split]["instruction"].append(variants[index].instruction)
-        columns[split]["output"].append(variants[index].output)
-    return write_config(root, name, FEATURES, columns, options.max_shard_bytes)
+    return write_config(root, noskill_config(env), FEATURES,
+                        corpus.skill_free.in_order(corpus.split_order), options.max_shard_bytes)
 
 
 def dataset_info_layouts(configs: list[CardConfig], env: str
@@ -314,21 +491,6 @@ def dataset_info_layouts(configs: list[CardConfig], env: str
                trajectories_config(env): SHAREGPT, preference_config(env): RANKING}
     return {c.env: (layouts[c.env], [s.name for s in c.splits]) for c in configs
             if c.env in layouts}
-
-
-def aligned_provenance(work_dir: Path, env: str, kept: list[int],
-                       notes: list[str]) -> list[Provenance] | None:
-    """The provenance line of each kept corpus record, or None (with a note) when the file is
-    missing or does not match the corpus line for line."""
-    provenance = load_provenance(work_dir, env)
-    if not provenance.found:
-        notes.append(f"no {env}_sft_provenance.jsonl: no {metadata_config_name(env)} config")
-        return None
-    if provenance.warnings or len(provenance.items) <= max(kept, default=-1):
-        notes.append(f"{env}_sft_provenance.jsonl does not match the corpus line for line: no "
-                     f"{metadata_config_name(env)} config")
-        return None
-    return [provenance.items[i] for i in kept]
 
 
 def card_text(work_dir: Path, env: str, export: LocalExport, existing: str | None,
