@@ -12,9 +12,10 @@ byte, but the rows get there in two streamed steps:
 2. `write_shards` reads the spool back and writes the shards `Dataset.shard(n, i,
    contiguous=True).to_parquet()` would: the same shard count and row ranges, the same writer
    settings (content-defined chunking, page index, per-column options) and the same row groups
-   (`datasets`' batch size for that shard's rows and bytes). A row group's rows are the only
-   ones held at once: `datasets` caps a row group at 100 MB of Arrow data, so memory stops
-   growing with the corpus beyond that.
+   (`datasets`' batch size for that shard's rows and bytes), each handed to the writer as one
+   Arrow chunk as `datasets` hands it. A row group's rows are the only ones held at once (as
+   Arrow data, the spool's pieces and the chunk they are joined into): `datasets` caps a row
+   group at 100 MB of Arrow data, so memory stops growing with the corpus beyond that.
 
 Every config is written beside its final folder and renamed into place, so a half-written
 config never sits where `datasets` (or an upload) looks.
@@ -140,12 +141,19 @@ def write_parquet(spool: Spool, start: int, end: int, path: Path) -> None:
             held += taken.num_rows
             batch = batch.slice(taken.num_rows)
             if held == group_rows:
-                writer.write_table(pa.Table.from_batches(group, schema=schema))
+                write_row_group(writer, group)
                 group, held = [], 0
     if group:
-        writer.write_table(pa.Table.from_batches(group, schema=schema))
+        write_row_group(writer, group)
     writer.add_key_value_metadata({"content_defined_chunking": json.dumps(chunking)})
     writer.close()
+
+
+def write_row_group(writer: pq.ParquetWriter, pieces: list[pa.RecordBatch]) -> None:
+    """One row group from the spool's pieces of it, joined into one chunk first: the parquet
+    writer checks its dictionary's size (and falls back to plain encoding) per chunk it is
+    given, so only the one chunk `datasets` hands it gives the same file."""
+    writer.write_table(pa.Table.from_batches(pieces).combine_chunks())
 
 
 def write_shards(spool: Spool, folder: Path, split: str, max_shard_bytes: int) -> list[Path]:
