@@ -5,6 +5,10 @@
 folder), the other configs (trainer_configs.py, extras.py) and the repo's `README.md` card.
 `hub.publish` then uploads that folder's files for this environment in one commit.
 
+Nothing here holds the corpus: it is read as a stream, twice (a survey, then the pass that
+sends each record's rows to the spools of the configs it feeds, parquet.py), and the other
+sources (conversations, pairs) once, so an export holds a bounded number of records.
+
 The validation split is drawn by trajectory, not by record: all turns of one trajectory land
 in the same split, so validation never sees a trajectory the training split taught. The draw
 is a seeded shuffle of the sorted trajectory ids, so the same corpus and seed give the same
