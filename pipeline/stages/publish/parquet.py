@@ -55,7 +55,7 @@ class Spool:
         self._nbytes = 0
         self._pending: list[dict[str, Any]] = []
         self._writer: pa.ipc.RecordBatchFileWriter | None = None
-        self.largest_batch_rows = 0  # the most rows turned into Arrow at once (tests read it)
+        self._closed = False
 
     @property
     def nbytes(self) -> int:
@@ -64,6 +64,8 @@ class Spool:
         return self._nbytes
 
     def add(self, row: dict[str, Any]) -> None:
+        if self._closed:  # reopening the file would start it afresh
+            raise RuntimeError(f"{self.path}: spool already read; its rows are final")
         self.rows += 1
         self._pending.append(row)
         if len(self._pending) >= ROWS_PER_BATCH:
@@ -78,10 +80,11 @@ class Spool:
             self._writer = pa.ipc.new_file(str(self.path), self.schema)
         self._writer.write_batch(batch)
         self._nbytes += batch.nbytes
-        self.largest_batch_rows = max(self.largest_batch_rows, batch.num_rows)
 
     def close(self) -> None:
+        """No more rows: the file is complete (reading, `nbytes` and writing close it)."""
         self._spill()
+        self._closed = True
         if self._writer is not None:
             self._writer.close()
             self._writer = None
