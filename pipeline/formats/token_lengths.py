@@ -128,19 +128,52 @@ def counter_for(tokenizer: str | None) -> TokenCounter:
     return lambda texts: [approx_tokens(text) for text in texts]
 
 
+class TokenLengthTally:
+    """`token_lengths` a record at a time, for a corpus read as a stream: the texts wait in
+    chunks of `CHUNK` (a tokenizer counts a batch faster than one text at a time) and only
+    the two counts per record stay, for the percentiles."""
+
+    CHUNK = 1000
+
+    def __init__(self, tokenizer: str | None = None, cutoff: int = DEFAULT_CUTOFF_LEN) -> None:
+        self.count = counter_for(tokenizer)
+        self.tokenizer = tokenizer
+        self.cutoff = cutoff
+        self.instruction: list[int] = []
+        self.output: list[int] = []
+        self._pending: list[AlpacaRecord] = []
+
+    def add(self, record: AlpacaRecord) -> None:
+        self._pending.append(record)
+        if len(self._pending) >= self.CHUNK:
+            self._flush()
+
+    def _flush(self) -> None:
+        self.instruction += self.count([r.instruction for r in self._pending])
+        self.output += self.count([r.output for r in self._pending])
+        self._pending = []
+
+    def result(self) -> TokenLengths:
+        self._flush()
+        tokenizer = self.tokenizer
+        method, exact = (display_name(tokenizer), True) if tokenizer else (
+            TOKEN_APPROXIMATION, False)
+        return TokenLengths(
+            method=method, exact=exact, cutoff=self.cutoff,
+            instruction=distribution(self.instruction), output=distribution(self.output),
+            over_cutoff=sum(1 for i, o in zip(self.instruction, self.output, strict=True)
+                            if i + o > self.cutoff),
+        )
+
+
 def token_lengths(records: Sequence[AlpacaRecord], tokenizer: str | None = None,
                   cutoff: int = DEFAULT_CUTOFF_LEN) -> TokenLengths:
     """The corpus's lengths and how many records (instruction + output) exceed `cutoff`: the
     one figure the report and the card give against `--cutoff-len`."""
-    count = counter_for(tokenizer)
-    instruction = count([r.instruction for r in records])
-    output = count([r.output for r in records])
-    method, exact = (display_name(tokenizer), True) if tokenizer else (TOKEN_APPROXIMATION, False)
-    return TokenLengths(
-        method=method, exact=exact, cutoff=cutoff,
-        instruction=distribution(instruction), output=distribution(output),
-        over_cutoff=sum(1 for i, o in zip(instruction, output, strict=True) if i + o > cutoff),
-    )
+    tally = TokenLengthTally(tokenizer, cutoff)
+    for record in records:
+        tally.add(record)
+    return tally.result()
 
 
 def display_name(name_or_path: str) -> str:

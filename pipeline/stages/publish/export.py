@@ -5,6 +5,10 @@
 folder), the other configs (trainer_configs.py, extras.py) and the repo's `README.md` card.
 `hub.publish` then uploads that folder's files for this environment in one commit.
 
+Nothing here holds the corpus: it is read as a stream, twice (corpus_pass.py: a survey, then
+the pass that sends each record's rows to the spools of the configs it feeds, parquet.py), and
+the other sources (conversations, pairs) once, so an export holds a bounded number of records.
+
 The validation split is drawn by trajectory, not by record: all turns of one trajectory land
 in the same split, so validation never sees a trajectory the training split taught. The draw
 is a seeded shuffle of the sorted trajectory ids, so the same corpus and seed give the same
@@ -13,19 +17,21 @@ trajectory: then everything goes to `train`, and the export says so.
 """
 
 import logging
-import random
 import shutil
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from datasets import Dataset, Features, SplitInfo, Value
+from datasets import SplitInfo
 
 from skillsft.pipeline import workdir
-from skillsft.pipeline.envs import ENVS, get_env
-from skillsft.pipeline.errors import InputError, SkillsftError
-from skillsft.pipeline.formats.record_files import CONVERSATIONS, load_records
-from skillsft.pipeline.formats.token_lengths import DEFAULT_CUTOFF_LEN, TokenLengths, token_lengths
+from skillsft.pipeline.envs import ENVS
+from skillsft.pipeline.errors import SkillsftError
+from skillsft.pipeline.formats.record_files import CONVERSATIONS, LoadedRecords, iter_records
+from skillsft.pipeline.formats.token_lengths import (
+    DEFAULT_CUTOFF_LEN,
+    TokenLengths,
+)
 from skillsft.pipeline.stages.corpus_bank import corpus_bank
 from skillsft.pipeline.stages.publish.card import (
     CardConfig,
@@ -36,12 +42,27 @@ from skillsft.pipeline.stages.publish.card import (
     without_empty_stage_rows,
 )
 from skillsft.pipeline.stages.publish.card_usage import environment_lines, with_usage
+from skillsft.pipeline.stages.publish.corpus_pass import (
+    FEATURES,
+    TRAIN,
+    VALIDATION,
+    CorpusConfigs,
+    held_out_of,
+    held_out_trajectories,
+    metadata_wanted,
+    read_corpus_configs,
+    survey_corpus,
+)
 from skillsft.pipeline.stages.publish.extras import export_extras, preference_config
-from skillsft.pipeline.stages.publish.parquet import WrittenConfig, write_config, write_shards
+from skillsft.pipeline.stages.publish.parquet import (
+    ConfigSpools,
+    WrittenConfig,
+    split_info,
+    write_config,
+    write_shards,
+)
 from skillsft.pipeline.stages.publish.skill_free import (
-    flatten_history,
     noskill_config,
-    skill_free_records,
 )
 from skillsft.pipeline.stages.publish.trainer_configs import (
     ALPACA,
@@ -49,33 +70,24 @@ from skillsft.pipeline.stages.publish.trainer_configs import (
     RANKING,
     SHAREGPT,
     TRAJECTORY_FEATURES,
-    conversational_columns,
     conversational_config,
     llama_factory_entries,
     trajectories_config,
-    trajectory_columns,
+    trajectory_rows,
     write_dataset_info,
 )
 from skillsft.pipeline.stages.publish.trainer_files import (
     METADATA_FEATURES,
     METADATA_FOLDER,
     load_bank,
-    metadata_columns,
     metadata_config_name,
 )
-from skillsft.pipeline.stages.report import (
-    HUB_DIR,
-    Provenance,
-    build_report,
-    load_corpus,
-    load_provenance,
-)
+from skillsft.pipeline.stages.report import HUB_DIR, Provenance, build_report
+from skillsft.schemas.conversation import Conversation
 
 log = logging.getLogger("skillsft.publish")
 
-FEATURES = Features({"instruction": Value("string"), "output": Value("string")})
 CARD_FILE = "README.md"
-TRAIN, VALIDATION = "train", "validation"
 
 
 @dataclass(frozen=True)
@@ -129,32 +141,8 @@ def split_by_trajectory(
     provenance: Sequence[Provenance], fraction: float, seed: int
 ) -> list[str]:
     """The split of each record (same order), holding out whole trajectories."""
-    trajectories = sorted({line.trajectory_id for line in provenance})
-    if fraction <= 0 or len(trajectories) < 2:
-        return [TRAIN] * len(provenance)
-    random.Random(seed).shuffle(trajectories)
-    held_out_count = min(len(trajectories) - 1, max(1, round(fraction * len(trajectories))))
-    held_out = set(trajectories[:held_out_count])
+    held_out = held_out_trajectories({line.trajectory_id for line in provenance}, fraction, seed)
     return [VALIDATION if line.trajectory_id in held_out else TRAIN for line in provenance]
-
-
-def record_splits(work_dir: Path, env: str, kept: list[int], options: PublishOptions,
-                  notes: list[str]) -> list[str]:
-    """Split names for the kept corpus records (by their index in the corpus file)."""
-    if options.validation_fraction <= 0:
-        return [TRAIN] * len(kept)
-    provenance = load_provenance(work_dir, env)
-    if not provenance.found:
-        notes.append(f"no {env}_sft_provenance.jsonl: no validation split, all rows in train")
-        return [TRAIN] * len(kept)
-    if provenance.warnings or len(provenance.items) <= max(kept, default=-1):
-        notes.append(
-            f"{env}_sft_provenance.jsonl does not match the corpus line for line "
-            f"({len(provenance.items)} readable lines): no validation split, all rows in train"
-        )
-        return [TRAIN] * len(kept)
-    aligned = [provenance.items[i] for i in kept]
-    return split_by_trajectory(aligned, options.validation_fraction, options.seed)
 
 
 def export_local(
@@ -163,51 +151,49 @@ def export_local(
     """Write `WORK_DIR/hub/<env>/*.parquet`, the other configs of this environment and
     `WORK_DIR/hub/README.md` from the corpus.
 
+    The corpus is read as a stream, twice: a survey (record count, whether the provenance
+    lines up, the trajectories for the split, the token lengths), then the pass that feeds
+    every config's rows to its spool (parquet.py), so the export holds a bounded number of
+    records whatever the corpus's size.
+
     Raises `InputError` when there is no readable corpus. Unreadable records are skipped and
     listed in `notes` (and the report's checks then show rows published < records).
     """
     options = options or PublishOptions()
     work_dir = Path(work_dir)
-    corpus = load_corpus(work_dir, env)
-    if not corpus.found:
-        raise InputError(corpus.warnings[0])
-    notes = list(corpus.warnings)
-    kept = corpus.kept
-    splits = record_splits(work_dir, env, kept, options, notes)
+    survey = survey_corpus(work_dir, env, options.tokenizer, options.cutoff_len)
+    notes = list(survey.warnings)
+    held_out = held_out_of(survey, env, options.validation_fraction, options.seed, notes)
+    with_metadata = metadata_wanted(survey, env, notes)
 
     root = work_dir / HUB_DIR
     staging = root / f".{env}.partial"
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(parents=True)
-    provenance = aligned_provenance(work_dir, env, kept, notes)
-    bank = corpus_bank(work_dir)
-    metadata = (metadata_columns(env, provenance, load_bank(bank.path if bank and bank.current
-                                                            else None))
-                if provenance is not None else None)
-    split_infos: list[SplitInfo] = []
-    metadata_infos: list[SplitInfo] = []
-    conversational: dict[str, dict[str, list]] = {}
-    for split in (TRAIN, VALIDATION):
-        chosen = [i for i, s in enumerate(splits) if s == split]
-        rows = [corpus.items[i] for i in chosen]
-        if not rows and split != TRAIN:
-            continue
-        alpaca = {"instruction": [r.instruction for r in rows], "output": [r.output for r in rows]}
-        dataset = Dataset.from_dict(alpaca, features=FEATURES)
-        write_shards(dataset, staging, split, options.max_shard_bytes)
-        split_infos.append(SplitInfo(name=split, num_bytes=dataset.data.nbytes,
-                                     num_examples=len(dataset)))
-        conversational[split] = conversational_columns(rows)
-        if metadata is not None:
-            columns = {name: [values[i] for i in chosen] for name, values in metadata.items()}
-            with_meta = Dataset.from_dict({**alpaca, **columns}, features=METADATA_FEATURES)
+    spool_folder = root / f".{env}.spool"
+    shutil.rmtree(spool_folder, ignore_errors=True)
+    try:
+        bank = corpus_bank(work_dir)
+        corpus = read_corpus_configs(work_dir, env, spool_folder, held_out, with_metadata,
+                                     load_bank(bank.path if bank and bank.current else None),
+                                     options.skill_variants == "none")
+        split_infos = write_split_shards(corpus.alpaca, staging, options)
+        metadata_infos: list[SplitInfo] = []
+        if corpus.metadata is not None:
             (staging / METADATA_FOLDER).mkdir(exist_ok=True)
-            write_shards(with_meta, staging / METADATA_FOLDER, split, options.max_shard_bytes)
-            metadata_infos.append(SplitInfo(name=split, num_bytes=with_meta.data.nbytes,
-                                            num_examples=len(with_meta)))
-    final = root / env
-    shutil.rmtree(final, ignore_errors=True)
-    staging.rename(final)
+            metadata_infos = write_split_shards(corpus.metadata, staging / METADATA_FOLDER,
+                                                options)
+        final = root / env
+        shutil.rmtree(final, ignore_errors=True)
+        staging.rename(final)
+        written = [write_config(root, conversational_config(env), CONVERSATIONAL_FEATURES,
+                                corpus.conversational.in_order([TRAIN, VALIDATION]),
+                                options.max_shard_bytes),
+                   export_trajectories(work_dir, env, root, spool_folder, corpus, options,
+                                       notes),
+                   export_noskill(env, root, corpus, options, notes)]
+    finally:
+        shutil.rmtree(spool_folder, ignore_errors=True)
     shards = sorted(final.glob("*.parquet"))
     metadata_shards = sorted((final / METADATA_FOLDER).glob("*.parquet"))
     side_configs = [CardConfig(
@@ -215,11 +201,6 @@ def export_local(
         splits=tuple(metadata_infos), folder=f"{env}/{METADATA_FOLDER}",
         download_size=sum(p.stat().st_size for p in metadata_shards),
     )] if metadata_infos else []
-    written = [write_config(root, conversational_config(env), CONVERSATIONAL_FEATURES,
-                            conversational, options.max_shard_bytes),
-               export_trajectories(work_dir, env, root, provenance, splits, options, notes),
-               export_noskill(work_dir, env, root, corpus.items, kept, splits, options, notes)]
-    lengths = token_lengths(corpus.items, options.tokenizer, options.cutoff_len)
 
     config = CardConfig(
         env=env,
@@ -246,7 +227,7 @@ def export_local(
         extra_configs=extras.configs,
         extra_folders=[*(w.config.env for w in written if w), *extras.folders],
         side_configs=side_configs,
-        token_lengths=lengths,
+        token_lengths=survey.lengths,
         dataset_info=dataset_info,
     )
     card_path.write_text(card_text(work_dir, env, export, existing, options), encoding="utf-8")
@@ -255,56 +236,57 @@ def export_local(
     return export
 
 
-def export_trajectories(work_dir: Path, env: str, root: Path,
-                        provenance: list[Provenance] | None, splits: list[str],
-                        options: PublishOptions, notes: list[str]) -> WrittenConfig | None:
+def write_split_shards(spools: ConfigSpools, folder: Path,
+                       options: PublishOptions) -> list[SplitInfo]:
+    """The shards of train (always) and validation (when it has rows) into `folder`."""
+    infos = []
+    for split, spool in spools.in_order([TRAIN, VALIDATION]).items():
+        if split != TRAIN and not spool.rows:
+            continue
+        write_shards(spool, folder, split, options.max_shard_bytes)
+        infos.append(split_info(split, spool))
+    return infos
+
+
+def export_trajectories(work_dir: Path, env: str, root: Path, folder: Path,
+                        corpus: CorpusConfigs, options: PublishOptions,
+                        notes: list[str]) -> WrittenConfig | None:
     """The `<env>_trajectories` config: the distilled conversations whose records are in the
     corpus, each in its records' split (None, with a note, when that cannot be told)."""
     name = trajectories_config(env)
     source = work_dir / workdir.DISTILLED
-    if provenance is None or not source.is_file():
+    if corpus.metadata is None or not source.is_file():
         shutil.rmtree(root / name, ignore_errors=True)
-        if provenance is not None:
+        if corpus.metadata is not None:
             notes.append(f"no {workdir.DISTILLED}: no {name} config")
         return None
+    spools = ConfigSpools(folder, name, TRAJECTORY_FEATURES)
+    loaded: LoadedRecords[Conversation] = LoadedRecords([])
     try:
-        loaded = load_records(source, CONVERSATIONS, "publish")
+        conversations = iter_records(source, CONVERSATIONS, "publish", loaded)
+        for split, row in trajectory_rows(conversations, corpus.split_of):
+            spools.add(split, row)
     except SkillsftError as exc:
         notes.append(f"{exc}: no {name} config")
+        spools.remove()
         shutil.rmtree(root / name, ignore_errors=True)
         return None
     notes += [f"{r.detail}: conversation left out of {name}" for r in loaded.rejects]
-    split_of = {line.trajectory_id: split for line, split in zip(provenance, splits, strict=True)}
-    columns = trajectory_columns(loaded.records, split_of, list(dict.fromkeys(splits)))
-    return write_config(root, name, TRAJECTORY_FEATURES, columns, options.max_shard_bytes)
+    return write_config(root, name, TRAJECTORY_FEATURES, spools.in_order(corpus.split_order),
+                        options.max_shard_bytes)
 
 
-def export_noskill(work_dir: Path, env: str, root: Path, records: list, kept: list[int],
-                   splits: list[str], options: PublishOptions,
+def export_noskill(env: str, root: Path, corpus: CorpusConfigs, options: PublishOptions,
                    notes: list[str]) -> WrittenConfig | None:
     """`<env>_noskill` (with `--skill-variants none`): every corpus record again, flattened from
     its conversation as the layout renders it without the experience block, so it has the same
     output, order and split; None (with a note) when they do not line up with the corpus."""
-    name = noskill_config(env)
-    shutil.rmtree(root / name, ignore_errors=True)
-    if options.skill_variants != "none":
+    if corpus.skill_free_note:
+        notes.append(corpus.skill_free_note)
+    if corpus.skill_free is None:
         return None
-    source = work_dir / workdir.DISTILLED
-    try:
-        variants = skill_free_records(source, get_env(env), flatten_history(work_dir, env))
-    except (OSError, SkillsftError) as exc:
-        notes.append(f"{exc}: no {name} config")
-        return None
-    if len(variants) != len(records) or any(
-            variants[i].output != records[i].output for i in kept):
-        notes.append(f"{source.name} no longer flattens to the corpus record for record: no "
-                     f"{name} config (run flatten again)")
-        return None
-    columns = {split: {"instruction": [], "output": []} for split in dict.fromkeys(splits)}
-    for index, split in zip(kept, splits, strict=True):
-        columns[split]["instruction"].append(variants[index].instruction)
-        columns[split]["output"].append(variants[index].output)
-    return write_config(root, name, FEATURES, columns, options.max_shard_bytes)
+    return write_config(root, noskill_config(env), FEATURES,
+                        corpus.skill_free.in_order(corpus.split_order), options.max_shard_bytes)
 
 
 def dataset_info_layouts(configs: list[CardConfig], env: str
@@ -314,21 +296,6 @@ def dataset_info_layouts(configs: list[CardConfig], env: str
                trajectories_config(env): SHAREGPT, preference_config(env): RANKING}
     return {c.env: (layouts[c.env], [s.name for s in c.splits]) for c in configs
             if c.env in layouts}
-
-
-def aligned_provenance(work_dir: Path, env: str, kept: list[int],
-                       notes: list[str]) -> list[Provenance] | None:
-    """The provenance line of each kept corpus record, or None (with a note) when the file is
-    missing or does not match the corpus line for line."""
-    provenance = load_provenance(work_dir, env)
-    if not provenance.found:
-        notes.append(f"no {env}_sft_provenance.jsonl: no {metadata_config_name(env)} config")
-        return None
-    if provenance.warnings or len(provenance.items) <= max(kept, default=-1):
-        notes.append(f"{env}_sft_provenance.jsonl does not match the corpus line for line: no "
-                     f"{metadata_config_name(env)} config")
-        return None
-    return [provenance.items[i] for i in kept]
 
 
 def card_text(work_dir: Path, env: str, export: LocalExport, existing: str | None,

@@ -17,16 +17,23 @@ Each is exported only when the run made it; an empty pairs file gives no config 
 """
 
 import shutil
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import orjson
-from datasets import Dataset, Features, List, SplitInfo, Value
+from datasets import Features, List, Value
 
 from skillsft.pipeline import workdir
 from skillsft.pipeline.stages.corpus_bank import CorpusBank
 from skillsft.pipeline.stages.publish.card import CardConfig
-from skillsft.pipeline.stages.publish.parquet import write_config
+from skillsft.pipeline.stages.publish.parquet import (
+    ConfigSpools,
+    Spool,
+    split_info,
+    write_config,
+    write_shards,
+)
 from skillsft.pipeline.stages.publish.trainer_configs import assistant, user
 
 PREFERENCE_FEATURES = Features(
@@ -58,15 +65,15 @@ class ExtraExport:
     notes: list[str] = field(default_factory=list)
 
 
-def read_pairs(path: Path, notes: list[str]) -> list[dict[str, str]]:
-    rows = []
-    for number, line in enumerate(path.read_bytes().splitlines(), start=1):
-        try:
-            item = orjson.loads(line)
-            rows.append({name: str(item[name]) for name in PREFERENCE_FEATURES})
-        except (orjson.JSONDecodeError, KeyError, TypeError) as exc:
-            notes.append(f"{path.name} line {number}: unreadable pair skipped ({exc})")
-    return rows
+def read_pairs(path: Path, notes: list[str]) -> Iterator[dict[str, str]]:
+    """The pairs of a pairs file, one line at a time; an unreadable line is a note."""
+    with open(path, "rb") as handle:
+        for number, line in enumerate(handle, start=1):
+            try:
+                item = orjson.loads(line)
+                yield {name: str(item[name]) for name in PREFERENCE_FEATURES}
+            except (orjson.JSONDecodeError, KeyError, TypeError) as exc:
+                notes.append(f"{path.name} line {number}: unreadable pair skipped ({exc})")
 
 
 def export_preferences(work_dir: Path, env: str, root: Path, extra: ExtraExport) -> None:
@@ -78,26 +85,41 @@ def export_preferences(work_dir: Path, env: str, root: Path, extra: ExtraExport)
     if not source.is_file():
         return
     extra.folders += [name, conversational_preference_config(env)]
-    rows = read_pairs(source, extra.notes)
-    if not rows:
-        extra.notes.append(f"{source.name} holds no pair: no {name} config published")
-        return
-    dataset = Dataset.from_dict(
-        {column: [r[column] for r in rows] for column in PREFERENCE_FEATURES},
-        features=PREFERENCE_FEATURES,
-    )
+    spool_folder = root / f".{name}.spool"
+    shutil.rmtree(spool_folder, ignore_errors=True)
+    try:
+        pairs = ConfigSpools(spool_folder, name, PREFERENCE_FEATURES)
+        chat = ConfigSpools(spool_folder, conversational_preference_config(env),
+                            CONVERSATIONAL_PREFERENCE_FEATURES)
+        for row in read_pairs(source, extra.notes):
+            pairs.add("train", row)
+            chat.add("train", {"prompt": user(row["prompt"]), "chosen": assistant(row["chosen"]),
+                               "rejected": assistant(row["rejected"])})
+        if not pairs.by_split:
+            extra.notes.append(f"{source.name} holds no pair: no {name} config published")
+            return
+        export_pairs(root, env, pairs.by_split["train"], chat, extra)
+    finally:
+        shutil.rmtree(spool_folder, ignore_errors=True)
+
+
+def export_pairs(root: Path, env: str, pairs: Spool, chat: ConfigSpools,
+                 extra: ExtraExport) -> None:
+    """The string pairs as one shard whatever their size (as they always were) and their
+    conversational twin sharded like every config."""
+    name = preference_config(env)
+    final = root / name
     final.mkdir(parents=True)
-    shard = final / "train-00000-of-00001.parquet"
-    dataset.to_parquet(str(shard))
+    [shard] = write_shards(pairs, final, "train", max_shard_bytes=max(1, pairs.nbytes))
     config = CardConfig(
         env=name, features=PREFERENCE_FEATURES,
-        splits=(SplitInfo(name="train", num_bytes=dataset.data.nbytes, num_examples=len(rows)),),
+        splits=(split_info("train", pairs),),
         download_size=shard.stat().st_size,
     )
     section = "\n".join([
         f"## Config `{name}`",
         "",
-        f"- Rows: {len(rows)} step-level preference pairs (`prompt`, `chosen`, `rejected`, the "
+        f"- Rows: {pairs.rows} step-level preference pairs (`prompt`, `chosen`, `rejected`, the "
         "columns TRL's DPO trainer reads), from anchor states: states reached by a won and a "
         "lost episode of the same task, at their earliest divergence.",
         "- `prompt` is the instruction the SFT config has for that state, with the same skill "
@@ -106,15 +128,12 @@ def export_preferences(work_dir: Path, env: str, root: Path, extra: ExtraExport)
     ])
     extra.paths.append(shard)
     extra.configs.append((config, section))
-    chat = write_config(root, conversational_preference_config(env),
-                        CONVERSATIONAL_PREFERENCE_FEATURES,
-                        {"train": {"prompt": [user(r["prompt"]) for r in rows],
-                                   "chosen": [assistant(r["chosen"]) for r in rows],
-                                   "rejected": [assistant(r["rejected"]) for r in rows]}},
-                        max_shard_bytes=500 * 1024 * 1024)
-    if chat is not None:
-        extra.paths += chat.paths
-        extra.side_configs.append(chat.config)
+    written = write_config(root, conversational_preference_config(env),
+                           CONVERSATIONAL_PREFERENCE_FEATURES, chat.in_order(["train"]),
+                           max_shard_bytes=500 * 1024 * 1024)
+    if written is not None:
+        extra.paths += written.paths
+        extra.side_configs.append(written.config)
 
 
 def export_skill_document(work_dir: Path, env: str, root: Path, extra: ExtraExport) -> None:

@@ -10,6 +10,7 @@ the ids are those of the corpus. No teacher is asked anything.
 """
 
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -18,7 +19,7 @@ import orjson
 from skillsft.pipeline import workdir
 from skillsft.pipeline.errors import InputError
 from skillsft.pipeline.formats.conversations import LayoutError, RenderOptions
-from skillsft.pipeline.formats.record_files import CONVERSATIONS, load_records
+from skillsft.pipeline.formats.record_files import CONVERSATIONS, LoadedRecords, iter_records
 from skillsft.schemas.conversation import AlpacaRecord
 
 if TYPE_CHECKING:
@@ -38,13 +39,13 @@ def flatten_history(work_dir: Path, env: str) -> int:
         return RenderOptions().history
 
 
-def skill_free_records(source: Path, spec: "EnvSpec", history: int) -> list[AlpacaRecord]:
-    """Stage 4's records of every readable conversation, rendered without the block; a
-    conversation stage 4 could not read is skipped as stage 4 skipped it."""
+def skill_free_records(source: Path, spec: "EnvSpec", history: int) -> Iterator[AlpacaRecord]:
+    """Stage 4's records of every readable conversation, rendered without the block, in
+    order and one conversation at a time; a conversation stage 4 could not read is skipped as
+    stage 4 skipped it."""
     layout = spec.turn_layout()
     options = RenderOptions(history=history)
-    records: list[AlpacaRecord] = []
-    for conversation in load_records(source, CONVERSATIONS, "publish").records:
+    for conversation in iter_records(source, CONVERSATIONS, "publish", LoadedRecords([])):
         try:
             layout.alpaca_records(conversation, spec.postchecks, options, Counter())
         except LayoutError:
@@ -54,5 +55,4 @@ def skill_free_records(source: Path, spec: "EnvSpec", history: int) -> list[Alpa
         except LayoutError as exc:
             raise InputError(f"{source}: {conversation.extra_info.trajectory_id}: {exc}; "
                              "regenerate it with `skillsft distill`") from None
-        records += layout.alpaca_records(bare, spec.postchecks, options, Counter())
-    return records
+        yield from layout.alpaca_records(bare, spec.postchecks, options, Counter())

@@ -17,7 +17,7 @@ The preference pairs' conversational twin is written with the string pairs (extr
 for the SFT and metadata configs, `ranking` for the pairs, `sharegpt` for the trajectories.
 """
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -52,9 +52,8 @@ def assistant(text: str) -> list[dict[str, str]]:
     return [{"role": "assistant", "content": text}]
 
 
-def conversational_columns(records: Sequence[AlpacaRecord]) -> dict[str, list[Any]]:
-    return {"prompt": [user(r.instruction) for r in records],
-            "completion": [assistant(r.output) for r in records]}
+def conversational_row(record: AlpacaRecord) -> dict[str, Any]:
+    return {"prompt": user(record.instruction), "completion": assistant(record.output)}
 
 
 def trajectory_id_of(conversation: Conversation, number: int) -> str:
@@ -69,19 +68,15 @@ def messages_of(conversation: Conversation) -> list[dict[str, str]]:
               for turn in conversation.conversations)]
 
 
-def trajectory_columns(conversations: Sequence[Conversation], split_of: Mapping[str, str],
-                       splits: Sequence[str]) -> dict[str, dict[str, list[Any]]]:
-    """Columns per split; a conversation whose trajectory made no corpus record is left out."""
-    columns: dict[str, dict[str, list[Any]]] = {
-        split: {"trajectory_id": [], "messages": []} for split in splits}
+def trajectory_rows(conversations: Iterable[Conversation], split_of: Mapping[str, str]
+                    ) -> Iterator[tuple[str, dict[str, Any]]]:
+    """(split, row) of each conversation in turn; one whose trajectory made no corpus record
+    is left out."""
     for number, conversation in enumerate(conversations):
         trajectory = trajectory_id_of(conversation, number)
         split = split_of.get(trajectory)
-        if split is None:
-            continue
-        columns[split]["trajectory_id"].append(trajectory)
-        columns[split]["messages"].append(messages_of(conversation))
-    return columns
+        if split is not None:
+            yield split, {"trajectory_id": trajectory, "messages": messages_of(conversation)}
 
 
 # -- LLaMA-Factory ----------------------------------------------------------------------------

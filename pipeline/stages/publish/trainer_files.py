@@ -14,7 +14,6 @@ carrying both alpaca columns too, so it can be trained on or filtered directly:
   provenance file older than that field falls back to the category's items in the bank.
 """
 
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +24,7 @@ from pydantic import ValidationError
 from skillsft.pipeline.envs import get_env
 from skillsft.pipeline.formats.render import BlockOptions, shown_item_ids
 from skillsft.pipeline.stages.report import Provenance
+from skillsft.schemas.conversation import AlpacaRecord
 from skillsft.schemas.skill_bank import SkillBank
 
 METADATA_FEATURES = Features({
@@ -53,22 +53,21 @@ def load_bank(path: Path | None) -> SkillBank | None:
         return None
 
 
-def metadata_columns(
-    env: str, provenance: Sequence[Provenance], bank: SkillBank | None,
-    options: BlockOptions | None = None,
-) -> dict[str, list[Any]]:
-    """The metadata columns for rows with this provenance (same order)."""
-    spec = get_env(env)
-    fallback: dict[str, list[str]] = {}
-    columns: dict[str, list[Any]] = {name: [] for name in METADATA_FEATURES
-                                     if name not in ("instruction", "output")}
-    for line in provenance:
-        if line.skill_ids is None and bank is not None and line.task_type not in fallback:
-            fallback[line.task_type] = shown_item_ids(bank, line.task_type, options)
-        columns["environment"].append(spec.name)
-        columns["category"].append(line.task_type)
-        columns["trajectory_id"].append(line.trajectory_id)
-        columns["step"].append(line.turn)
-        columns["skill_ids"].append(line.skill_ids if line.skill_ids is not None
-                                    else fallback.get(line.task_type, []))
-    return columns
+class MetadataRows:
+    """The `<env>_metadata` row of each corpus record, given its provenance line."""
+
+    def __init__(self, env: str, bank: SkillBank | None,
+                 options: BlockOptions | None = None) -> None:
+        self.environment = get_env(env).name
+        self.bank = bank
+        self.options = options
+        self.fallback: dict[str, list[str]] = {}  # category -> the bank's items shown for it
+
+    def row(self, record: AlpacaRecord, line: Provenance) -> dict[str, Any]:
+        if line.skill_ids is None and self.bank is not None and line.task_type not in self.fallback:
+            self.fallback[line.task_type] = shown_item_ids(self.bank, line.task_type, self.options)
+        skill_ids = (line.skill_ids if line.skill_ids is not None
+                     else self.fallback.get(line.task_type, []))
+        return {"instruction": record.instruction, "output": record.output,
+                "environment": self.environment, "category": line.task_type,
+                "trajectory_id": line.trajectory_id, "step": line.turn, "skill_ids": skill_ids}

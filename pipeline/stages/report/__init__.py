@@ -12,8 +12,6 @@ from skillsft.pipeline.stages.report.readers import (
     HUB_DIR,
     Loaded,
     Provenance,
-    load_corpus,
-    load_provenance,
 )
 from skillsft.pipeline.stages.report.rendering import render_report_md
 from skillsft.pipeline.stages.report_options import ReportOptions
@@ -24,7 +22,5 @@ __all__ = [
     "Provenance",
     "ReportOptions",
     "build_report",
-    "load_corpus",
-    "load_provenance",
     "render_report_md",
 ]

@@ -2,9 +2,8 @@
 
 Nothing here raises on a bad file: an unreadable manifest, reject line, corpus record or
 provenance line becomes a warning naming the file and line. The streams (`corpus_records`,
-`jsonl_records`) note what they could not read in a `Read` as they go, so a caller can tally a
-corpus of any size while holding one record; `load_corpus` and `load_provenance` keep the
-lists for callers that need every record at once.
+`jsonl_records`) note what they could not read in a `Read` as they go, so a caller (the
+report's tallies, publishing's passes) can go through a corpus of any size holding one record.
 """
 
 from collections import Counter
@@ -60,7 +59,6 @@ class Loaded:
     items: list[Any] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     found: bool = True
-    kept: list[int] = field(default_factory=list)  # position in the file of each item
 
 
 def corpus_records(work_dir: Path, env: str, read: Read) -> Iterator[tuple[int, AlpacaRecord]]:
@@ -110,30 +108,6 @@ def jsonl_records(path: Path, model: type[Any], read: Read) -> Iterator[Any]:
                 continue
             read.count += 1
             yield item
-
-
-def load_corpus(work_dir: Path, env: str) -> Loaded:
-    """Every alpaca record of the corpus at once (see `corpus_records`); `found=False` leaves
-    no items, as a file that cannot be read holds none."""
-    read = Read()
-    loaded = Loaded()
-    for index, record in corpus_records(work_dir, env, read):
-        loaded.items.append(record)
-        loaded.kept.append(index)
-    if not read.found:
-        return Loaded(found=False, warnings=read.warnings)
-    loaded.warnings = read.warnings
-    return loaded
-
-
-def load_jsonl(path: Path, model: type[Any]) -> Loaded:
-    read = Read()
-    items = list(jsonl_records(path, model, read))
-    return Loaded(items=items, warnings=read.warnings, found=read.found)
-
-
-def load_provenance(work_dir: Path, env: str) -> Loaded:
-    return load_jsonl(Path(work_dir) / provenance_file(env), Provenance)
 
 
 def load_manifests(work_dir: Path) -> Loaded:
