@@ -25,6 +25,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Annotated, Any
 
+from skillsft.pipeline.formats.history_lines import HistoryLines
 from skillsft.pipeline.formats.postchecks import PostCheck, apply_postchecks
 from skillsft.pipeline.formats.turns import TextTurn
 from skillsft.pipeline.options import Opt
@@ -221,27 +222,27 @@ class TextLayout:
             for k, (human, t) in enumerate(zip(humans, turns, strict=True))
         ]
 
-    def history_lines(self, turns: Sequence[TextTurn], k: int, history: int) -> list[str]:
-        window = turns[max(0, k - history) : k] if history > 0 else []
-        return [
-            self.history_line.format(i=i, observation=t.observation, action=t.action)
-            for i, t in enumerate(window, start=1)
-        ]
+    def history_lines(self, turns: Sequence[TextTurn], k: int, history: int,
+                      lines: HistoryLines | None = None) -> list[str]:
+        """Turn k's history lines; `lines`: the turns' lines prepared once (render_humans)."""
+        return (lines or HistoryLines(self.history_line, turns)).window(k, history)
 
-    def render_human(self, turns: Sequence[TextTurn], k: int, history: int) -> str:
+    def render_human(self, turns: Sequence[TextTurn], k: int, history: int,
+                     lines: HistoryLines | None = None) -> str:
         turn = turns[k]
         admissible = ", ".join(turn.admissible)
         if k == 0:
             return self.first_turn.format(observation=turn.observation, admissible=admissible)
         return self.later_turn.format(
-            history="\n".join(self.history_lines(turns, k, history)),
+            history="\n".join(self.history_lines(turns, k, history, lines)),
             step=k + 1,
             observation=turn.observation,
             admissible=admissible,
         )
 
     def render_humans(self, turns: Sequence[TextTurn], history: int) -> list[str]:
-        return [self.render_human(turns, k, history) for k in range(len(turns))]
+        lines = HistoryLines(self.history_line, turns)
+        return [self.render_human(turns, k, history, lines) for k in range(len(turns))]
 
     # -- reading back (stage 4) -------------------------------------------------------------
 
@@ -304,6 +305,7 @@ class TextLayout:
         (reason `over_cutoff`) when even no history does not fit."""
         turns, window = self.parse_turns(conversation, options.history)
         turns = apply_postchecks(turns, checks, counts)
+        lines = HistoryLines(self.history_line, turns)
         records = []
         for k, turn in enumerate(turns):
             if not turn.emit:
@@ -312,7 +314,7 @@ class TextLayout:
                 continue
             windows = range(window, -1, -1) if fits is not None and k else [window]
             for shown in windows:
-                record = self.alpaca_record(conversation.system, turns, k, shown)
+                record = self.alpaca_record(conversation.system, turns, k, shown, lines)
                 if fits is None or fits(record):
                     break
             else:
@@ -328,14 +330,14 @@ class TextLayout:
         return records
 
     def alpaca_record(self, system: str, turns: Sequence[TextTurn], k: int,
-                      window: int) -> AlpacaRecord:
+                      window: int, lines: HistoryLines | None = None) -> AlpacaRecord:
         """Turn k's record with `window` history pairs."""
         turn = turns[k]
-        human = self.render_human(turns, k, window)
+        human = self.render_human(turns, k, window, lines)
         if k == 0:
             progress = self.progress_first
         else:
-            n = len(self.history_lines(turns, k, window))
+            n = min(k, window) if window > 0 else 0  # how many lines the history shows
             progress = self.progress_later.format(k=k, n=n)
         return AlpacaRecord(
             instruction=system + progress + human,
