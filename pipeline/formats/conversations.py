@@ -340,8 +340,13 @@ class TextLayout:
         appended to `dropped`, so the caller can list it. With `fits` (--fit-cutoff), a record
         that does not fit is rendered again with one history pair fewer at a time, and dropped
         (reason `over_cutoff`) when even no history does not fit."""
-        turns, window = self.parse_turns(conversation, options.history)
-        turns = apply_postchecks(turns, checks, counts)
+        parsed, window = self.parse_turns(conversation, options.history)
+        turns = apply_postchecks(parsed, checks, counts)
+        # parse_turns checked that the parsed turns render back to the conversation's human
+        # turns with `window`: while the checks leave what a human turn shows unchanged, a
+        # record's human text at that window is the conversation's own, not rendered again.
+        humans = ([t.value for t in conversation.conversations[::2]]
+                  if _same_text(parsed, turns) else None)
         records = []
         for k, turn in enumerate(turns):
             if not turn.emit:
@@ -350,7 +355,8 @@ class TextLayout:
                 continue
             windows = range(window, -1, -1) if fits is not None and k else [window]
             for shown in windows:
-                record = self.alpaca_record(conversation.system, turns, k, shown)
+                known = humans[k] if humans is not None and shown == window else None
+                record = self.alpaca_record(conversation.system, turns, k, shown, known)
                 if fits is None or fits(record):
                     break
             else:
@@ -366,10 +372,12 @@ class TextLayout:
         return records
 
     def alpaca_record(self, system: str, turns: Sequence[TextTurn], k: int,
-                      window: int) -> AlpacaRecord:
-        """Turn k's record with `window` history pairs."""
+                      window: int, human: str | None = None) -> AlpacaRecord:
+        """Turn k's record with `window` history pairs; `human`: turn k's human text at that
+        window when it is already known."""
         turn = turns[k]
-        human = self.render_human(turns, k, window)
+        if human is None:
+            human = self.render_human(turns, k, window)
         if k == 0:
             progress = self.progress_first
         else:
@@ -379,6 +387,15 @@ class TextLayout:
             instruction=system + progress + human,
             output=self.output.format(thought=turn.thought, action=turn.action),
         )
+
+
+def _same_text(before: Sequence[TextTurn], after: Sequence[TextTurn]) -> bool:
+    """Do both lists render the same human turns: same length, and every turn shows the same
+    observation, admissible actions and action (a check that only drops a turn keeps them)."""
+    return len(before) == len(after) and all(
+        a is b or (a.observation, a.admissible, a.action) == (b.observation, b.admissible,
+                                                              b.action)
+        for a, b in zip(before, after, strict=True))
 
 
 def _answer_action(output_template: str, text: str) -> str | None:
