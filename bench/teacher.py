@@ -2,15 +2,18 @@
 
     .venv/bin/python bench/teacher.py [--requests 2000] [--latency 0.1]
     .venv/bin/python bench/teacher.py --adaptive [--requests 2000] [--latency 0.1]
-    .venv/bin/python bench/teacher.py --cpu [--envs 700] [--concurrency 64]
+    .venv/bin/python bench/teacher.py --cpu [--envs 700] [--concurrency 64] [--cprofile FILE]
 
-`--cpu` measures the client's CPU per request, side by side in one run: the memories stage on
-N ALFWorld envs (3 trajectories each, every env selected; prompt building, the teacher,
-validation and the journal included) against a 0 ms server, then a bare `AsyncOpenAI` loop
-with a semaphore sending the same bodies (as the server received them) to the same server and
-JSON-parsing each answer.
-CPU is this process's (`time.process_time`) around each part, so start-up is left out; the
-server runs in a child process and is not counted.
+`--cpu` measures the client's CPU per stage, side by side in one run: the stages of an ALFWorld
+run on N envs (3 trajectories each, every env selected) against a 0 ms server, each stage
+reading the file the previous one wrote and writing its own as tasks/stages.py does (memories,
+aggregate, distill, flatten; prompt building, the teacher, validation, the journal and the
+record files included), then, per stage that calls the teacher, a bare `AsyncOpenAI` loop with
+a semaphore sending the same bodies (as the server received them) to the same server and
+JSON-parsing each answer. CPU is this process's (`time.process_time`) around each part, so
+start-up and parsing the rollouts are left out; the server runs in a child process and is not
+counted. `--cprofile FILE` writes a profile of the stages, timed in CPU (the profiler's own
+cost inflates every figure; read it for shares, and the table of a run without it for time).
 
 `--adaptive` measures the adaptive limit instead: starting at --concurrency 16 it may grow to
 --max-concurrency 64 against a server that takes everything (wall time against the ideal at the
