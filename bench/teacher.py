@@ -2,15 +2,18 @@
 
     .venv/bin/python bench/teacher.py [--requests 2000] [--latency 0.1]
     .venv/bin/python bench/teacher.py --adaptive [--requests 2000] [--latency 0.1]
-    .venv/bin/python bench/teacher.py --cpu [--envs 700] [--concurrency 64]
+    .venv/bin/python bench/teacher.py --cpu [--envs 700] [--concurrency 64] [--cprofile FILE]
 
-`--cpu` measures the client's CPU per request, side by side in one run: the memories stage on
-N ALFWorld envs (3 trajectories each, every env selected; prompt building, the teacher,
-validation and the journal included) against a 0 ms server, then a bare `AsyncOpenAI` loop
-with a semaphore sending the same bodies (as the server received them) to the same server and
-JSON-parsing each answer.
-CPU is this process's (`time.process_time`) around each part, so start-up is left out; the
-server runs in a child process and is not counted.
+`--cpu` measures the client's CPU per stage, side by side in one run: the stages of an ALFWorld
+run on N envs (3 trajectories each, every env selected) against a 0 ms server, each stage
+reading the file the previous one wrote and writing its own as tasks/stages.py does (memories,
+aggregate, distill, flatten; prompt building, the teacher, validation, the journal and the
+record files included), then, per stage that calls the teacher, a bare `AsyncOpenAI` loop with
+a semaphore sending the same bodies (as the server received them) to the same server and
+JSON-parsing each answer. CPU is this process's (`time.process_time`) around each part, so
+start-up and parsing the rollouts are left out; the server runs in a child process and is not
+counted. `--cprofile FILE` writes a profile of the stages, timed in CPU (the profiler's own
+cost inflates every figure; read it for shares, and the table of a run without it for time).
 
 `--adaptive` measures the adaptive limit instead: starting at --concurrency 16 it may grow to
 --max-concurrency 64 against a server that takes everything (wall time against the ideal at the
@@ -25,19 +28,33 @@ ratio, and the ideal time (requests x latency / concurrency).
 
 import argparse
 import asyncio
+import cProfile
 import json
 import tempfile
 import time
 import urllib.request
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
 from openai import AsyncOpenAI
 
 from skillsft.pipeline.envs import get_env
+from skillsft.pipeline.formats import jsonio
+from skillsft.pipeline.formats.record_files import (
+    CONVERSATIONS,
+    TRAJECTORIES,
+    LoadedRecords,
+    iter_records,
+)
+from skillsft.pipeline.formats.record_stream import array_chunks
 from skillsft.pipeline.formats.rollouts.selection import SelectionOptions
-from skillsft.pipeline.stages.memories import MemoryOptions, generate_memories
+from skillsft.pipeline.stages.aggregate import AggregateOptions, aggregate_memories
+from skillsft.pipeline.stages.distill import DistillOptions, iter_distilled
+from skillsft.pipeline.stages.flatten import FlattenOptions, iter_flattened
+from skillsft.pipeline.stages.memories import MemoryOptions, iter_memories
 from skillsft.pipeline.stages.parse import parse_rollouts
+from skillsft.pipeline.stages.skill_bank_io import load_memory_files
 from skillsft.pipeline.teacher.openai.teacher import OpenAITeacher
 from skillsft.pipeline.teacher.settings import TeacherSettings
 from skillsft.testing.process import start_server_process
@@ -104,23 +121,91 @@ def server_json(base_url: str, route: str, data: bytes | None = None) -> Any:
         return json.load(answer)
 
 
-def stage_cpu(base_url: str, corpus: Path, concurrency: int, work_dir: Path) -> tuple[float, int]:
-    """CPU seconds of the memories stage and the HTTP requests it sent."""
-    spec = get_env("alfworld")
-    every_env = SelectionOptions(n_success_envs=1 << 20, n_fail_envs=1 << 20, include_mixed=True)
-    records = parse_rollouts(corpus, spec, every_env).records
-    settings = TeacherSettings.resolve({}, teacher="openai", api_key=API_KEY, base_url=base_url,
-                                       concurrency=concurrency, max_concurrency=concurrency,
-                                       show_progress=False, response_format="json_schema")
-    teacher = OpenAITeacher(settings, work_dir, "memory")
-    before = server_json(base_url, "/stats")["total"]
-    started = time.process_time()
-    result = generate_memories(records, spec, MemoryOptions(), teacher)
-    cpu = time.process_time() - started
-    sent = server_json(base_url, "/stats")["total"] - before
-    if any(reject.reason.startswith("teacher") for reject in result.rejects):
-        raise SystemExit("teacher requests failed; the benchmark needs a fault-free server")
-    return cpu, sent
+class StageCpu:
+    """The stages of one ALFWorld run against one server, each stage reading the file the
+    previous one wrote, as tasks/stages.py does (streamed loader in, `array_chunks` out)."""
+
+    def __init__(self, base_url: str, folder: Path, concurrency: int,
+                 profiler: cProfile.Profile | None) -> None:
+        self.base_url, self.folder, self.concurrency = base_url, folder, concurrency
+        self.profiler = profiler
+        self.spec = get_env("alfworld")
+        self.work_dir = folder / "work"
+        self.work_dir.mkdir(exist_ok=True)
+
+    def teacher(self, stage: str) -> OpenAITeacher:
+        settings = TeacherSettings.resolve(
+            {}, teacher="openai", api_key=API_KEY, base_url=self.base_url,
+            concurrency=self.concurrency, max_concurrency=self.concurrency,
+            show_progress=False, response_format="json_schema")
+        return OpenAITeacher(settings, self.work_dir, stage)
+
+    def timed(self, work: Callable[[], Any]) -> tuple[float, int, list[dict[str, Any]]]:
+        """CPU seconds of `work`, and the bodies the server received meanwhile."""
+        server_json(self.base_url, "/reset", b"")
+        if self.profiler is not None:
+            self.profiler.enable()
+        started = time.process_time()
+        work()
+        cpu = time.process_time() - started
+        if self.profiler is not None:
+            self.profiler.disable()
+        bodies = server_json(self.base_url, "/bodies")["bodies"]
+        return cpu, len(bodies), bodies
+
+    def write(self, name: str, records: Iterable[Any]) -> Path:
+        path = self.folder / name
+        with open(path, "wb") as out:
+            for chunk in array_chunks(records):
+                out.write(chunk)
+        return path
+
+    def run(self, corpus: Path) -> dict[str, tuple[float, int, list[dict[str, Any]]]]:
+        every_env = SelectionOptions(n_success_envs=1 << 20, n_fail_envs=1 << 20,
+                                     include_mixed=True)
+        trajectories = self.write("trajectories.json",
+                                  parse_rollouts(corpus, self.spec, every_env).records)
+        memories_file = self.folder / "memories.json"
+        bank_holder: list[Any] = []
+        distilled = self.folder / "distilled.json"
+
+        def memories() -> None:
+            result, stream = iter_memories(
+                iter_records(trajectories, TRAJECTORIES, "memories", LoadedRecords([])),
+                self.spec, MemoryOptions(), self.teacher("memory"))
+            self.write(memories_file.name, stream)
+            if any(r.reason.startswith("teacher") for r in result.rejects):
+                raise SystemExit("teacher requests failed; the benchmark needs a fault-free "
+                                 "server")
+
+        def aggregate() -> None:
+            loaded = load_memory_files([memories_file], self.spec)
+            result = aggregate_memories(loaded.records, self.spec, AggregateOptions(),
+                                        self.teacher("aggregate"))
+            bank_holder.extend(result.records)
+
+        def distill() -> None:
+            _, stream = iter_distilled(
+                iter_records(trajectories, TRAJECTORIES, "distill", LoadedRecords([])),
+                self.spec, DistillOptions(), self.teacher("distill"), bank_holder[0])
+            self.write(distilled.name, stream)
+
+        def flatten() -> None:
+            _, pairs = iter_flattened(
+                iter_records(distilled, CONVERSATIONS, "flatten", LoadedRecords([])),
+                self.spec, FlattenOptions())
+            with open(self.folder / "corpus.jsonl", "wb") as lines:
+
+                def records() -> Iterator[Any]:
+                    for record, _ in pairs:
+                        lines.write(jsonio.dumps_line(record))
+                        yield record
+
+                self.write("corpus.json", records())
+
+        return {name: self.timed(work) for name, work in
+                (("memories", memories), ("aggregate", aggregate), ("distill", distill),
+                 ("flatten", flatten))}
 
 
 def bare_loop_cpu(base_url: str, bodies: list[dict[str, Any]], concurrency: int) -> float:
@@ -143,28 +228,35 @@ def bare_loop_cpu(base_url: str, bodies: list[dict[str, Any]], concurrency: int)
     return time.process_time() - started
 
 
-def run_cpu(envs: int, concurrency: int) -> None:
+def run_cpu(envs: int, concurrency: int, profile: Path | None) -> None:
     from end_to_end import build_corpus  # bench/ is on the path when this file is run
 
+    profiler = cProfile.Profile(time.process_time) if profile else None
     process, base_url = start_server_process("--latency", "0", "--stages")
     try:
         with tempfile.TemporaryDirectory() as folder:
             corpus = Path(folder) / "rollouts"
             trajectories = build_corpus(corpus, envs)
-            ours, sent = stage_cpu(base_url, corpus, concurrency, Path(folder) / "work")
-            bodies = server_json(base_url, "/bodies")["bodies"]
-            server_json(base_url, "/reset", b"")
-            bare = bare_loop_cpu(base_url, bodies, concurrency)
+            stages = StageCpu(base_url, Path(folder), concurrency, profiler).run(corpus)
+            bare = {name: bare_loop_cpu(base_url, bodies, concurrency)
+                    for name, (_, _, bodies) in stages.items() if bodies}
     finally:
         process.kill()
         process.wait()
-    ours_ms, bare_ms = 1000 * ours / sent, 1000 * bare / len(bodies)
-    print(f"{envs} envs, {trajectories} trajectories, {sent} requests, concurrency "
-          f"{concurrency}, 0 ms server")
-    print(f"memories stage: {ours:.2f} s CPU, {ours_ms:.2f} ms per request (prompts, teacher, "
-          "validation, journal)")
-    print(f"bare AsyncOpenAI loop, same bodies: {bare:.2f} s CPU, {bare_ms:.2f} ms per request")
-    print(f"ours / bare: {ours_ms / bare_ms:.2f}x (goal <= 1.0x)")
+    print(f"{envs} envs, {trajectories} trajectories, concurrency {concurrency}, 0 ms server; "
+          "CPU of this process (time.process_time)")
+    print(f"{'stage':<10} {'requests':>8} {'cpu s':>7} {'ms/req':>7} {'bare s':>7} "
+          f"{'bare ms/req':>11} {'ours/bare':>9}")
+    for name, (cpu, sent, _) in stages.items():
+        if name not in bare:
+            print(f"{name:<10} {sent:>8} {cpu:>7.2f}")
+            continue
+        ours_ms, bare_ms = 1000 * cpu / sent, 1000 * bare[name] / sent
+        print(f"{name:<10} {sent:>8} {cpu:>7.2f} {ours_ms:>7.2f} {bare[name]:>7.2f} "
+              f"{bare_ms:>11.2f} {ours_ms / bare_ms:>8.2f}x")
+    if profiler is not None and profile is not None:
+        profiler.dump_stats(str(profile))
+        print(f"cProfile of the stages (CPU time) in {profile}")
 
 
 def main() -> None:
@@ -180,9 +272,11 @@ def main() -> None:
     parser.add_argument("--cpu", action="store_true",
                         help="client CPU per request: the memories stage vs a bare loop")
     parser.add_argument("--envs", type=int, default=700, help="--cpu: ALFWorld envs")
+    parser.add_argument("--cprofile", type=Path, default=None,
+                        help="--cpu: write a cProfile of the stages (CPU time) to this file")
     args = parser.parse_args()
     if args.cpu:
-        run_cpu(args.envs, (args.concurrency or [64])[0])
+        run_cpu(args.envs, (args.concurrency or [64])[0], args.cprofile)
         return
     if args.adaptive:
         run_adaptive(args.requests, args.latency)

@@ -133,6 +133,44 @@ def _template_pattern(template: str, groups: tuple[tuple[str, str], ...]) -> re.
     return re.compile(pattern, re.DOTALL)
 
 
+@functools.lru_cache(maxsize=64)
+def _after_leading_field(template: str, groups: tuple[tuple[str, str], ...]
+                         ) -> tuple[str, str, re.Pattern[str]] | None:
+    """(field, literal, pattern of the rest from the literal on) when the template starts with
+    a free field (`{history}...`) followed by literal text, else None."""
+    start = re.match(r"\{(\w+)\}", template)
+    if start is None or start.group(1) in dict(groups):
+        return None
+    rest = template[start.end():]
+    literal = rest.split("{", 1)[0]
+    if not literal or "}" in literal:
+        return None
+    return start.group(1), literal, _template_pattern(rest, groups)
+
+
+def match_template(template: str, text: str, groups: dict[str, str]) -> dict[str, str] | None:
+    """`template_pattern(template, groups).fullmatch(text).groupdict()`, or None if no match.
+
+    A template that starts with a free field (a text turn's `{history}`) makes the regex try
+    every length of that field, one character at a time, over most of the turn's text. The
+    regex takes the shortest length at which the rest matches, and the rest begins with known
+    literal text, so only the places where that literal occurs can be it: those are found with
+    `str.find` and the rest is matched from each in turn, which gives the same fields."""
+    key = tuple(sorted(groups.items()))
+    leading = _after_leading_field(template, key)
+    if leading is None:
+        match = _template_pattern(template, key).fullmatch(text)
+        return match.groupdict() if match else None
+    field_name, literal, rest = leading
+    at = text.find(literal)
+    while at >= 0:
+        match = rest.fullmatch(text, at)
+        if match is not None:
+            return {field_name: text[:at], **match.groupdict()}
+        at = text.find(literal, at + 1)
+    return None
+
+
 def template_fields(template: str, text: str, groups: dict[str, str]) -> dict[str, str]:
     """The fields `text` was rendered from with `template`; LayoutError unless they render
     back to exactly `text`."""
@@ -257,12 +295,12 @@ class TextLayout:
         roles = [t.from_ for t in pairs]
         if roles != ["human", "gpt"] * (len(pairs) // 2) or len(pairs) % 2:
             raise LayoutError("turns must alternate human, gpt")
-        first = template_pattern(self.first_turn, {})
-        later = template_pattern(self.later_turn, {"step": r"\d+", "admissible": ".*"})
+        later_groups = {"step": r"\d+", "admissible": ".*"}
         turns, shown = [], []
         for k in range(0, len(pairs), 2):
             human, gpt = pairs[k].value, pairs[k + 1].value
-            match = (first if k == 0 else later).fullmatch(human)
+            match = (match_template(self.first_turn, human, {}) if k == 0 else
+                     match_template(self.later_turn, human, later_groups))
             if match is None:
                 raise LayoutError(f"human turn {k // 2} does not follow the layout")
             answer = _THOUGHT_ACTION.fullmatch(gpt)
@@ -270,11 +308,11 @@ class TextLayout:
             if answer is None or action is None:
                 raise LayoutError(f"gpt turn {k // 2} is not <think>…</think> + action")
             if k:
-                shown.append(len(match.group("history").split("\n[Observation ")))
+                shown.append(len(match["history"].split("\n[Observation ")))
             turns.append(
                 TextTurn(
-                    match.group("observation"),
-                    split_actions(match.group("admissible")),
+                    match["observation"],
+                    split_actions(match["admissible"]),
                     action,
                     answer.group("thought"),
                 )
@@ -302,8 +340,13 @@ class TextLayout:
         appended to `dropped`, so the caller can list it. With `fits` (--fit-cutoff), a record
         that does not fit is rendered again with one history pair fewer at a time, and dropped
         (reason `over_cutoff`) when even no history does not fit."""
-        turns, window = self.parse_turns(conversation, options.history)
-        turns = apply_postchecks(turns, checks, counts)
+        parsed, window = self.parse_turns(conversation, options.history)
+        turns = apply_postchecks(parsed, checks, counts)
+        # parse_turns checked that the parsed turns render back to the conversation's human
+        # turns with `window`: while the checks leave what a human turn shows unchanged, a
+        # record's human text at that window is the conversation's own, not rendered again.
+        humans = ([t.value for t in conversation.conversations[::2]]
+                  if _same_text(parsed, turns) else None)
         records = []
         for k, turn in enumerate(turns):
             if not turn.emit:
@@ -312,7 +355,8 @@ class TextLayout:
                 continue
             windows = range(window, -1, -1) if fits is not None and k else [window]
             for shown in windows:
-                record = self.alpaca_record(conversation.system, turns, k, shown)
+                known = humans[k] if humans is not None and shown == window else None
+                record = self.alpaca_record(conversation.system, turns, k, shown, known)
                 if fits is None or fits(record):
                     break
             else:
@@ -328,19 +372,30 @@ class TextLayout:
         return records
 
     def alpaca_record(self, system: str, turns: Sequence[TextTurn], k: int,
-                      window: int) -> AlpacaRecord:
-        """Turn k's record with `window` history pairs."""
+                      window: int, human: str | None = None) -> AlpacaRecord:
+        """Turn k's record with `window` history pairs; `human`: turn k's human text at that
+        window when it is already known."""
         turn = turns[k]
-        human = self.render_human(turns, k, window)
+        if human is None:
+            human = self.render_human(turns, k, window)
         if k == 0:
             progress = self.progress_first
         else:
-            n = len(self.history_lines(turns, k, window))
+            n = min(k, window) if window > 0 else 0  # the lines `human` shows
             progress = self.progress_later.format(k=k, n=n)
         return AlpacaRecord(
             instruction=system + progress + human,
             output=self.output.format(thought=turn.thought, action=turn.action),
         )
+
+
+def _same_text(before: Sequence[TextTurn], after: Sequence[TextTurn]) -> bool:
+    """Do both lists render the same human turns: same length, and every turn shows the same
+    observation, admissible actions and action (a check that only drops a turn keeps them)."""
+    return len(before) == len(after) and all(
+        a is b or (a.observation, a.admissible, a.action) == (b.observation, b.admissible,
+                                                              b.action)
+        for a, b in zip(before, after, strict=True))
 
 
 def _answer_action(output_template: str, text: str) -> str | None:

@@ -27,14 +27,29 @@ def to_jsonable(obj: Any) -> Any:
     return obj
 
 
+def _model_data(obj: Any) -> Any:
+    """orjson's hook for what it cannot serialise itself: a model becomes what `to_jsonable`
+    makes of it. orjson walks lists, tuples and dicts natively, so a record's plain parts cost
+    no Python call per value (walking them with `to_jsonable` was most of flatten's output
+    CPU); the bytes are the same as `orjson.dumps(to_jsonable(obj))`."""
+    if isinstance(obj, BaseModel):
+        return obj.model_dump(mode="json", by_alias=True)
+    raise TypeError(f"Type is not JSON serializable: {type(obj).__name__}")
+
+
+def encode(obj: Any, option: int = 0) -> bytes:
+    """`orjson.dumps(to_jsonable(obj), option=option)`, models converted as orjson meets them."""
+    return orjson.dumps(obj, default=_model_data, option=option)
+
+
 def dumps(obj: Any) -> bytes:
     """Pretty JSON (2-space indent, trailing newline), stable for the same input."""
-    return orjson.dumps(to_jsonable(obj), option=_OPTIONS) + b"\n"
+    return encode(obj, _OPTIONS) + b"\n"
 
 
 def dumps_line(obj: Any) -> bytes:
     """One compact JSON line for a .jsonl file."""
-    return orjson.dumps(to_jsonable(obj)) + b"\n"
+    return encode(obj) + b"\n"
 
 
 def dumps_lines(objs: Iterable[Any]) -> bytes:

@@ -25,7 +25,7 @@ from typing import Any, BinaryIO
 
 import orjson
 
-from skillsft.pipeline.formats.jsonio import to_jsonable
+from skillsft.pipeline.formats.jsonio import encode
 
 CHUNK_BYTES = 1 << 20
 _OPTIONS = orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS
@@ -201,7 +201,7 @@ def read_span(handle: BinaryIO, offset: int, length: int) -> Any:
 
 def element_bytes(record: Any) -> bytes:
     """One element as it stands inside a `jsonio.dumps` list: indented one level, no comma."""
-    return b"  " + orjson.dumps(to_jsonable(record), option=_OPTIONS).replace(b"\n", b"\n  ")
+    return b"  " + encode(record, _OPTIONS).replace(b"\n", b"\n  ")
 
 
 def array_chunks(records: Iterable[Any]) -> Iterator[bytes]:
@@ -216,4 +216,4 @@ def array_chunks(records: Iterable[Any]) -> Iterator[bytes]:
 def lines_chunks(records: Iterable[Any]) -> Iterator[bytes]:
     """`jsonio.dumps_lines(records)`, a record at a time."""
     for record in records:
-        yield orjson.dumps(to_jsonable(record)) + b"\n"
+        yield encode(record) + b"\n"

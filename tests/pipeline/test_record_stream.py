@@ -108,3 +108,23 @@ def test_streamed_loader_equals_the_list_loader(tmp_path: Path) -> None:
     assert streamed.reject_positions == listed.reject_positions == [1]
     assert streamed.counts == listed.counts
     assert listed.counts["duplicate_memory_id"] == 1
+
+
+def test_models_inside_plain_data_serialise_like_to_jsonable() -> None:
+    """jsonio lets orjson walk lists, tuples and dicts itself and converts only models: the
+    bytes are those of converting everything first, aliases included."""
+    from skillsft.schemas.conversation import AlpacaRecord, Conversation, ExtraInfo, Turn
+
+    conversation = Conversation(
+        system="s {x}", conversations=[Turn(from_="human", value="é")],
+        extra_info=ExtraInfo(task="t", task_type="pick", num_steps=1, source="offline"))
+    data = {"records": [AlpacaRecord(instruction="a\nb", output="c")],
+            "pair": (conversation, {"deep": [conversation, 1, None]}), 3: "non-str key"}
+    assert jsonio.dumps(data) == orjson.dumps(
+        jsonio.to_jsonable(data), option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS) + b"\n"
+    assert b'"from":"human"' in jsonio.dumps_line(conversation)
+    expected = orjson.dumps(jsonio.to_jsonable([conversation])) + b"\n"
+    assert jsonio.dumps_line([conversation]) == expected
+    assert b"".join(array_chunks([data])) == jsonio.dumps([data])
+    with pytest.raises(TypeError):
+        jsonio.dumps_line({"x": object()})

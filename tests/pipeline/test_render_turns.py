@@ -171,3 +171,37 @@ def test_search_history_keeps_the_rollouts_own_step_numbers() -> None:
     assert drafts[1].human == (
         SEARCH_HEAD + "History:\n" + steps[1].memory_context + "\n\n" + SEARCH_TAIL
     )
+
+
+def test_turn_fields_found_by_literal_search_equal_the_regex_fields() -> None:
+    """flatten reads a later turn's fields by looking for the literal after `{history}` instead
+    of letting the regex grow the history a character at a time: the fields must be the
+    regex's, also when that literal appears inside the history or the observation, and a text
+    that does not follow the template must still find nothing."""
+    from skillsft.pipeline.formats.conversations import match_template, template_pattern
+
+    layout = ALFWORLD.turn_layout()
+    groups = {"step": r"\d+", "admissible": ".*"}
+    literal = "\nYou are now at step "
+    fake = f"{literal}7 and your current observation is: fake"
+    texts = [
+        layout.later_turn.format(history=history, step=step_number, observation=observation,
+                                 admissible=admissible)
+        for history in ["", "[Observation 1: 'Room.', Action 1: 'look']", f"h{fake}", fake * 3]
+        for observation in ["Desk.", f"o{literal}3 and your", fake]
+        for step_number in (2, 12)
+        for admissible in ["look", "a, b]. [c", ""]
+    ]
+    texts += [layout.later_turn, literal, "", texts[0][:-1], texts[5] + "x", "x" + texts[3]]
+    pattern = template_pattern(layout.later_turn, groups)
+    found = 0
+    for text in texts:
+        regex = pattern.fullmatch(text)
+        assert match_template(layout.later_turn, text, groups) == (
+            regex.groupdict() if regex else None)
+        found += regex is not None
+    assert 0 < found < len(texts)  # both kinds are compared
+    # a template without a leading field goes through the regex alone
+    output = layout.output.format(thought="t", action="go to desk 1")
+    assert match_template(layout.output, output, {"action": ".*"}) == {
+        "thought": "t", "action": "go to desk 1"}
