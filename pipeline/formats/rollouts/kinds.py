@@ -9,9 +9,11 @@ success reward; `stages.parse.parse_rollouts` drives either one the same way:
     select(results, options, counts) -> records   main process, consumes results in order
 
 A worker returns only what selection can still use. For env folders that is the label and
-the names of the episodes to keep, not their steps: most envs fall outside the quotas, so the
-few kept episodes are parsed again in the main process rather than shipped back (pickling every
-env's steps cost more than parsing them). Memory follows the kept records, not the corpus.
+the episodes to keep, loops already cut, as the compact JSON of their steps: one bytes object
+crosses the process boundary for the price of a copy (pickling step objects cost more than
+parsing them), and the main process never parses a file a second time. An env whose label
+can never be kept (mixed without --include-mixed, a quota of 0) carries no steps at all.
+Memory follows the kept records, not the corpus.
 """
 
 import os
@@ -23,6 +25,8 @@ from operator import attrgetter
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+import orjson
+
 from skillsft.pipeline.errors import MalformedRollout
 from skillsft.pipeline.formats.rollouts.loops import remove_loops
 from skillsft.pipeline.formats.rollouts.search import SearchEpisode, parse_search_rollout
@@ -31,6 +35,7 @@ from skillsft.pipeline.formats.rollouts.selection import (
     SelectionOptions,
     apply_env_quotas,
     balance_by_source,
+    env_quotas,
     label_env,
     resolve_source,
     shortest_episodes,
@@ -168,13 +173,16 @@ def fit_single_episode_envs(
 
 @dataclass(frozen=True)
 class EnvCandidate:
-    """One env folder after labelling: where it is, its task and which episodes to keep."""
+    """One env folder after labelling: its id, label, task and the episodes to keep."""
 
-    folder: str
     env_id: str
     label: EnvLabel
     task: str
-    keep: tuple[str, ...]
+    # The kept episodes, loops cut, as `orjson.dumps(list[list[RawStep]])`: the fields of a
+    # `Step`, in its order (b"" when the label can never be kept).
+    steps_json: bytes
+    # Steps loop removal cut from those episodes, counted only if the env is kept.
+    loop_steps_removed: int
 
 
 def parse_env_folder(job: GroupJob) -> GroupResult:
@@ -214,23 +222,26 @@ def parse_env_folder(job: GroupJob) -> GroupResult:
     if len({episode.task for _, episode in parsed}) > 1:
         result.counts["envs_task_mismatch"] += 1
     task = parsed[keep[0]][1].task
-    kept_names = tuple(parsed[index][0] for index in keep)
+    steps_json, removed = b"", 0
+    if env_quotas(job.options)[label] != 0:
+        episodes = [parsed[index][1].steps for index in keep]
+        trimmed = [without_loops(steps) for steps in episodes]
+        removed = sum(map(len, episodes)) - sum(map(len, trimmed))
+        steps_json = orjson.dumps(trimmed)
     result.candidates.append(
-        EnvCandidate(str(folder), job.group.group_id, label, task, kept_names)
+        EnvCandidate(job.group.group_id, label, task, steps_json, removed)
     )
     return result
 
 
-def load_trajectory(path: Path, counts: Counter[str], max_file_mb: float) -> list[RawStep]:
-    """Re-parse one kept episode (it parsed in the worker) and cut its loops."""
-    steps = parse_step_rollout(read_rollout_text(path, max_file_mb)).steps
-    trimmed = remove_loops(steps, attrgetter("action"), attrgetter("done"))
-    counts["loop_steps_removed"] += len(steps) - len(trimmed)
-    return trimmed
+def without_loops(steps: list[RawStep]) -> list[RawStep]:
+    """One episode's steps with its repeated cycles cut (loops.py), as stage 1 keeps them."""
+    return remove_loops(steps, attrgetter("action"), attrgetter("done"))
 
 
 def to_step(raw: RawStep) -> Step:
-    return Step(
+    """A parsed step as its model, unvalidated: the parser built every field with its type."""
+    return Step.model_construct(
         step_id=raw.step_id,
         action=raw.action,
         observation=raw.observation,
@@ -247,11 +258,10 @@ def select_env_folders(
     counts: Counter[str],
     rejects: list[Reject],
 ) -> Iterator[TrajectorySet]:
-    """The kept env folders' records, in order, each read back from disk only when it is
-    reached (the candidates are only labels), so stage 1 holds one record at a time. A kept
-    env's record is built as soon as its folder's result arrives, while the workers parse the
-    folders after it; the envs the quotas leave out are listed after the last result, as
-    before."""
+    """The kept env folders' records, in order, each built from its worker's steps only when
+    it is reached, so stage 1 holds one record at a time. A kept env's record is built as soon
+    as its folder's result arrives, while the workers parse the folders after it; the envs the
+    quotas leave out are listed after the last result, as before."""
 
     def labelled() -> Iterable[tuple[EnvLabel, EnvCandidate]]:
         for result in results:
@@ -260,14 +270,12 @@ def select_env_folders(
 
     skipped: list[tuple[EnvCandidate, str]] = []
     for candidate in apply_env_quotas(labelled(), options, counts, skipped):
-        folder = Path(candidate.folder)
-        trajectories = [
-            [to_step(raw) for raw in load_trajectory(folder / name, counts, options.max_file_mb)]
-            for name in candidate.keep
-        ]
+        trajectories = [[Step.model_construct(**fields) for fields in episode]
+                        for episode in orjson.loads(candidate.steps_json)]
+        counts["loop_steps_removed"] += candidate.loop_steps_removed
         counts["trajectories_kept"] += len(trajectories)
         counts["steps_kept"] += sum(len(steps) for steps in trajectories)
-        yield TrajectorySet(
+        yield TrajectorySet.model_construct(
             env_id=candidate.env_id,
             task=candidate.task,
             type=candidate.label,

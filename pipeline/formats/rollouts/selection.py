@@ -122,6 +122,16 @@ def shortest_episodes(
     return candidates[: options.n_trajs_per_env]
 
 
+def env_quotas(options: SelectionOptions) -> dict[str, int | None]:
+    """How many envs of each label may be kept (None: no limit); 0 means none ever is, so a
+    worker need not prepare the episodes of such an env."""
+    return {
+        "all_success": options.n_success_envs,
+        "all_fail": options.n_fail_envs,
+        "mixed": options.n_mixed_envs if options.include_mixed else 0,
+    }
+
+
 def apply_env_quotas(
     labelled: Iterable[tuple[EnvLabel, RecordT]],
     options: SelectionOptions,
@@ -134,11 +144,7 @@ def apply_env_quotas(
     A stream: an env is kept or left out as soon as it arrives (the quotas count the envs
     before it only), so stage 1 builds a kept record while the workers parse the folders
     after it instead of waiting for the last one."""
-    quotas: dict[str, int | None] = {
-        "all_success": options.n_success_envs,
-        "all_fail": options.n_fail_envs,
-        "mixed": options.n_mixed_envs if options.include_mixed else 0,
-    }
+    quotas = env_quotas(options)
     taken: Counter[str] = Counter()
     for label, record in labelled:
         quota = quotas[label]
