@@ -60,4 +60,6 @@ def split_admissible(body: str) -> list[str]:
             actions = [_unescape(a if a or not b else b) for a, b in _QUOTED.findall(body)]
     else:
         actions = _split_outside_brackets(body)
-    return [a for a in actions if a and a not in NOT_ACTIONS]
+    if "" in actions or any(word in actions for word in NOT_ACTIONS):  # rare: filter only then
+        actions = [a for a in actions if a and a not in NOT_ACTIONS]
+    return actions
