@@ -60,6 +60,6 @@ def split_admissible(body: str) -> list[str]:
             actions = [_unescape(a if a or not b else b) for a, b in _QUOTED.findall(body)]
     else:
         actions = _split_outside_brackets(body)
-    if "" in actions or any(word in actions for word in NOT_ACTIONS):  # rare: filter only then
+    if "" in actions or not NOT_ACTIONS.isdisjoint(actions):  # rare: filter only then
         actions = [a for a in actions if a and a not in NOT_ACTIONS]
     return actions

@@ -9,11 +9,12 @@ success reward; `stages.parse.parse_rollouts` drives either one the same way:
     select(results, options, counts) -> records   main process, consumes results in order
 
 A worker returns only what selection can still use. For env folders that is the label and
-the episodes to keep, loops already cut, as the compact JSON of their steps: one bytes object
-crosses the process boundary for the price of a copy (pickling step objects cost more than
-parsing them), and the main process never parses a file a second time. An env whose label
-can never be kept (mixed without --include-mixed, a quota of 0) carries no steps at all.
-Memory follows the kept records, not the corpus.
+the record the env would be, loops already cut, rendered as it stands in the stage file
+(`record_stream.render_element`): one bytes object crosses the process boundary for the price
+of a copy (pickling step objects cost more than parsing them), and the main process neither
+parses a file a second time nor builds and renders the record's models; it writes the bytes.
+An env whose label can never be kept (mixed without --include-mixed, a quota of 0) carries no
+record at all. Memory follows the kept records, not the corpus.
 """
 
 import os
@@ -25,9 +26,8 @@ from operator import attrgetter
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-import orjson
-
 from skillsft.pipeline.errors import MalformedRollout
+from skillsft.pipeline.formats.record_stream import RenderedElement, render_element
 from skillsft.pipeline.formats.rollouts.loops import remove_loops
 from skillsft.pipeline.formats.rollouts.search import SearchEpisode, parse_search_rollout
 from skillsft.pipeline.formats.rollouts.selection import (
@@ -178,10 +178,11 @@ class EnvCandidate:
     env_id: str
     label: EnvLabel
     task: str
-    # The kept episodes, loops cut, as `orjson.dumps(list[list[RawStep]])`: the fields of a
-    # `Step`, in its order (b"" when the label can never be kept).
-    steps_json: bytes
-    # Steps loop removal cut from those episodes, counted only if the env is kept.
+    # The env's `TrajectorySet`, its kept episodes' loops cut, rendered for the stage file
+    # (b"" when the label can never be kept), and its counters, counted only if it is kept.
+    element: bytes
+    episodes: int
+    steps: int
     loop_steps_removed: int
 
 
@@ -222,14 +223,17 @@ def parse_env_folder(job: GroupJob) -> GroupResult:
     if len({episode.task for _, episode in parsed}) > 1:
         result.counts["envs_task_mismatch"] += 1
     task = parsed[keep[0]][1].task
-    steps_json, removed = b"", 0
+    element, steps, removed = b"", 0, 0
     if env_quotas(job.options)[label] != 0:
         episodes = [parsed[index][1].steps for index in keep]
-        trimmed = [without_loops(steps) for steps in episodes]
-        removed = sum(map(len, episodes)) - sum(map(len, trimmed))
-        steps_json = orjson.dumps(trimmed)
+        trimmed = [without_loops(episode) for episode in episodes]
+        steps = sum(map(len, trimmed))
+        removed = sum(map(len, episodes)) - steps
+        # A `TrajectorySet`'s fields in its order; a `RawStep`'s fields are a `Step`'s.
+        element = render_element({"env_id": job.group.group_id, "task": task, "type": label,
+                                  "trajectories": trimmed})
     result.candidates.append(
-        EnvCandidate(job.group.group_id, label, task, steps_json, removed)
+        EnvCandidate(job.group.group_id, label, task, element, len(keep), steps, removed)
     )
     return result
 
@@ -240,8 +244,7 @@ def without_loops(steps: list[RawStep]) -> list[RawStep]:
 
 
 def to_step(raw: RawStep) -> Step:
-    """A parsed step as its model, unvalidated: the parser built every field with its type."""
-    return Step.model_construct(
+    return Step(
         step_id=raw.step_id,
         action=raw.action,
         observation=raw.observation,
@@ -257,11 +260,11 @@ def select_env_folders(
     options: SelectionOptions,
     counts: Counter[str],
     rejects: list[Reject],
-) -> Iterator[TrajectorySet]:
-    """The kept env folders' records, in order, each built from its worker's steps only when
-    it is reached, so stage 1 holds one record at a time. A kept env's record is built as soon
-    as its folder's result arrives, while the workers parse the folders after it; the envs the
-    quotas leave out are listed after the last result, as before."""
+) -> Iterator[RenderedElement[TrajectorySet]]:
+    """The kept env folders' records, in order, as their workers rendered them (`model()`
+    gives the `TrajectorySet`), so stage 1 holds one record at a time. A kept env's record is
+    passed on as soon as its folder's result arrives, while the workers parse the folders after
+    it; the envs the quotas leave out are listed after the last result, as before."""
 
     def labelled() -> Iterable[tuple[EnvLabel, EnvCandidate]]:
         for result in results:
@@ -270,17 +273,10 @@ def select_env_folders(
 
     skipped: list[tuple[EnvCandidate, str]] = []
     for candidate in apply_env_quotas(labelled(), options, counts, skipped):
-        trajectories = [[Step.model_construct(**fields) for fields in episode]
-                        for episode in orjson.loads(candidate.steps_json)]
         counts["loop_steps_removed"] += candidate.loop_steps_removed
-        counts["trajectories_kept"] += len(trajectories)
-        counts["steps_kept"] += sum(len(steps) for steps in trajectories)
-        yield TrajectorySet.model_construct(
-            env_id=candidate.env_id,
-            task=candidate.task,
-            type=candidate.label,
-            trajectories=trajectories,
-        )
+        counts["trajectories_kept"] += candidate.episodes
+        counts["steps_kept"] += candidate.steps
+        yield RenderedElement(candidate.element, TrajectorySet)
     for candidate, reason in skipped:
         rejects.append(Reject(
             stage=STAGE, file=candidate.env_id, trajectory=candidate.env_id,
