@@ -23,7 +23,7 @@ def _unescape(item: str) -> str:
 def _split_outside_brackets(body: str) -> list[str]:
     """Split on commas, then glue back pieces whose `[` is still open."""
     if "[" not in body:
-        return [item.strip() for item in body.split(",")]
+        return list(map(str.strip, body.split(",")))
     items: list[str] = []
     pending = ""
     for piece in body.split(","):

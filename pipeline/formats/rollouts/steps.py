@@ -242,6 +242,9 @@ def clean_observation(
     has_task = TASK_MARKER in text
     has_reason = REASON_START in text  # a line is still a piece of `text` when it is looked at
     has_banner = BANNER in text
+    # Only a reasoning or banner cut can join pieces, so without any of these markers a line
+    # needs no more than the instruction cut and the blank-line rule.
+    has_other = has_prefix or has_task or has_reason or has_banner
     kept: list[str] = []
     task = None
     k = 0
@@ -260,30 +263,31 @@ def clean_observation(
             line = line[:cut].rstrip()
             if not line:
                 continue
-        joined = False
-        if has_reason and REASON_START in line:
-            joined = True
-            begin = line.find(REASON_START)
-            end = line.find(REASON_END, begin)
-            while end < 0 and k < n:
-                line = lines[k]
-                begin = 0
-                k += 1
-                end = line.find(REASON_END)
-            if end < 0:
-                continue
-            before, after = line[:begin].strip(), line[end + len(REASON_END) :].strip()
-            line = f"{before} {after}".strip()
-        if (has_banner or joined) and BANNER in line:
-            joined = True
-            line = line.replace(BANNER, "").strip()
-        if has_prefix or joined:
-            line = strip_observation_prefix(line)
-        found = None
-        if has_task or joined:
-            line, found = strip_task(line)
-        if found is not None and task is None:
-            task = found
+        if has_other:
+            joined = False
+            if has_reason and REASON_START in line:
+                joined = True
+                begin = line.find(REASON_START)
+                end = line.find(REASON_END, begin)
+                while end < 0 and k < n:
+                    line = lines[k]
+                    begin = 0
+                    k += 1
+                    end = line.find(REASON_END)
+                if end < 0:
+                    continue
+                before, after = line[:begin].strip(), line[end + len(REASON_END) :].strip()
+                line = f"{before} {after}".strip()
+            if (has_banner or joined) and BANNER in line:
+                joined = True
+                line = line.replace(BANNER, "").strip()
+            if has_prefix or joined:
+                line = strip_observation_prefix(line)
+            found = None
+            if has_task or joined:
+                line, found = strip_task(line)
+            if found is not None and task is None:
+                task = found
         if line.strip() or (kept and kept[-1]):
             kept.append(line.rstrip())
     while kept and not kept[-1]:
