@@ -114,7 +114,8 @@ def iter_parsed(
             f"no rollout files in {rollout_dir}: {spec.name} expects {rollout_format.layout}"
         )
     options, notices = rollout_format.fit_options(groups, options, counts)
-    jobs = [GroupJob(str(rollout_dir), group, options, spec.win_reward) for group in groups]
+    jobs = [GroupJob(str(rollout_dir), group, options, spec.win_reward, position)
+            for position, group in enumerate(groups)]
     rejects: list[Reject] = []
     result: StageResult[TrajectorySet | SearchTrajectorySet] = StageResult(
         [], rejects, unit="rollout files", notices=notices)

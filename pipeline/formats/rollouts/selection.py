@@ -29,7 +29,7 @@ in natural id order.
 
 import math
 from collections import Counter
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import PurePosixPath
 from typing import Annotated, Literal, TypeVar
 
@@ -136,10 +136,11 @@ def apply_env_quotas(
     labelled: Iterable[tuple[EnvLabel, RecordT]],
     options: SelectionOptions,
     counts: Counter[str],
-    skipped: list[tuple[RecordT, str]] | None = None,
+    on_skip: Callable[[RecordT, str], None] | None = None,
 ) -> Iterator[RecordT]:
     """Keep the first envs of each label up to its quota; `labelled` is in folder order.
-    Each env left out is appended to `skipped` with its reason, for the rejects file.
+    Each env left out is given to `on_skip` with its reason, for the rejects file (the caller
+    keeps what the reject needs, not the record, which may be large).
 
     A stream: an env is kept or left out as soon as it arrives (the quotas count the envs
     before it only), so stage 1 builds a kept record while the workers parse the folders
@@ -153,8 +154,8 @@ def apply_env_quotas(
                 f"over_quota_{label}"
             )
             counts[f"envs_{reason}"] += 1
-            if skipped is not None:
-                skipped.append((record, reason))
+            if on_skip is not None:
+                on_skip(record, reason)
             continue
         taken[label] += 1
         counts[f"envs_{label}"] += 1
