@@ -123,8 +123,8 @@ def shortest_episodes(
 
 
 def env_quotas(options: SelectionOptions) -> dict[str, int | None]:
-    """How many envs of each label may be kept (None: no limit); 0 means none ever is, so a
-    worker need not prepare the episodes of such an env."""
+    """How many envs of each label may be kept (None: no limit). A worker compares its
+    folder's place with them to know whether its env is kept whatever comes before it."""
     return {
         "all_success": options.n_success_envs,
         "all_fail": options.n_fail_envs,
