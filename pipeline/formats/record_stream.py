@@ -12,7 +12,7 @@ every trajectory of a run; reading it with one `orjson.loads` or writing it with
 - `array_chunks` renders records as exactly the bytes `jsonio.dumps(list_of_records)` gives
   (two-space indent, trailing newline), one record at a time. JSON strings cannot hold a raw
   newline, so indenting every line of a record's own indented text by two spaces nests it one
-  level deeper, byte for byte.
+  level deeper, byte for byte. A record may come already rendered (`RenderedElement`).
 
 A file that is not a JSON list raises `NotAnArray` (with what it is instead, for the caller's
 message); broken JSON raises `orjson.JSONDecodeError` like `orjson.loads`.
@@ -20,14 +20,17 @@ message); broken JSON raises `orjson.JSONDecodeError` like `orjson.loads`.
 
 import re
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, Generic, TypeVar
 
 import orjson
+from pydantic import BaseModel
 
 from skillsft.pipeline.formats.jsonio import encode
 
 CHUNK_BYTES = 1 << 20
+ModelT = TypeVar("ModelT", bound=BaseModel)
 _OPTIONS = orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS
 # A whole string (skipped in one step), an unterminated one (more bytes needed), or a
 # structural character.
@@ -200,8 +203,30 @@ def read_span(handle: BinaryIO, offset: int, length: int) -> Any:
 
 
 def element_bytes(record: Any) -> bytes:
-    """One element as it stands inside a `jsonio.dumps` list: indented one level, no comma."""
-    return b"  " + encode(record, _OPTIONS).replace(b"\n", b"\n  ")
+    """One element as it stands inside a `jsonio.dumps` list: indented one level, no comma.
+    A `RenderedElement` is that already."""
+    if isinstance(record, RenderedElement):
+        return record.element
+    return render_element(record)
+
+
+def render_element(data: Any) -> bytes:
+    """`element_bytes` of data not yet rendered (models, plain JSON data, dataclasses: orjson
+    writes their fields in order), e.g. by a producer in a worker process."""
+    return b"  " + encode(data, _OPTIONS).replace(b"\n", b"\n  ")
+
+
+@dataclass(frozen=True, slots=True)
+class RenderedElement(Generic[ModelT]):
+    """A record its producer already rendered (`render_element`), e.g. in a worker process:
+    written as it is, so the process that writes it never builds the model or renders it
+    again. `model()` validates it into `model_type` for a caller that wants the object."""
+
+    element: bytes
+    model_type: type[ModelT]
+
+    def model(self) -> ModelT:
+        return self.model_type.model_validate_json(self.element)
 
 
 def array_chunks(records: Iterable[Any]) -> Iterator[bytes]:

@@ -20,11 +20,14 @@ from tqdm import tqdm
 from skillsft.pipeline.envs import ENVS, EnvSpec
 from skillsft.pipeline.envs.dump_kind import check_environment
 from skillsft.pipeline.errors import RolloutDirError
+from skillsft.pipeline.formats.record_stream import RenderedElement
 from skillsft.pipeline.formats.rollouts.kinds import GroupJob, GroupResult, RolloutFormat
 from skillsft.pipeline.formats.rollouts.selection import SelectionOptions
 from skillsft.pipeline.stages.result import StageResult, stage_counts
 from skillsft.schemas import Reject, SearchTrajectorySet, TrajectorySet
 from skillsft.schemas.reject import SKIP_PREFIX
+
+ParsedRecord = TrajectorySet | SearchTrajectorySet | RenderedElement[TrajectorySet]
 
 
 def default_workers() -> int:
@@ -82,7 +85,8 @@ def parse_rollouts(
     """
     result, records = iter_parsed(rollout_dir, spec, options, workers=workers,
                                   progress=progress)
-    result.records = list(records)
+    result.records = [record.model() if isinstance(record, RenderedElement) else record
+                      for record in records]
     return result
 
 
@@ -93,11 +97,12 @@ def iter_parsed(
     *,
     workers: int | None = None,
     progress: bool = False,
-) -> tuple[StageResult[TrajectorySet | SearchTrajectorySet],
-           Iterator[TrajectorySet | SearchTrajectorySet]]:
+) -> tuple[StageResult[TrajectorySet | SearchTrajectorySet], Iterator[ParsedRecord]]:
     """`parse_rollouts` as a stream: the result (its records left empty) and the records, one
     at a time. The folder is checked at once; the result's rejects and counters are complete
-    once the records have all been taken (stage 1's task writes them as they come)."""
+    once the records have all been taken (stage 1's task writes them as they come). A record
+    may come as its worker rendered it (`RenderedElement`: `record_stream.array_chunks` writes
+    it as it is, `.model()` gives the model)."""
     options = options or SelectionOptions()
     rollout_dir = Path(rollout_dir)
     check_rollouts(rollout_dir, spec)
@@ -109,7 +114,8 @@ def iter_parsed(
             f"no rollout files in {rollout_dir}: {spec.name} expects {rollout_format.layout}"
         )
     options, notices = rollout_format.fit_options(groups, options, counts)
-    jobs = [GroupJob(str(rollout_dir), group, options, spec.win_reward) for group in groups]
+    jobs = [GroupJob(str(rollout_dir), group, options, spec.win_reward, position)
+            for position, group in enumerate(groups)]
     rejects: list[Reject] = []
     result: StageResult[TrajectorySet | SearchTrajectorySet] = StageResult(
         [], rejects, unit="rollout files", notices=notices)
@@ -120,7 +126,7 @@ def iter_parsed(
             counts.update(group_result.counts)
             yield group_result
 
-    def records() -> Iterator[TrajectorySet | SearchTrajectorySet]:
+    def records() -> Iterator[ParsedRecord]:
         stream = _map_in_order(rollout_format, jobs, workers or default_workers())
         bar = tqdm(stream, total=len(jobs), unit="folder", disable=not progress, desc=spec.name)
         made = 0

@@ -2,16 +2,20 @@
 and byte-identical output whatever the worker count."""
 
 import json
+from collections import Counter
 from pathlib import Path
 
 import pytest
 
 from skillsft.pipeline.envs import get_env
 from skillsft.pipeline.formats import jsonio
+from skillsft.pipeline.formats.record_stream import RenderedElement, element_bytes
+from skillsft.pipeline.formats.rollouts import kinds
 from skillsft.pipeline.formats.rollouts.selection import SelectionOptions, SourceRange
 from skillsft.pipeline.formats.rollouts.steps import parse_step_rollout
 from skillsft.pipeline.formats.rollouts.text import read_rollout_text
 from skillsft.pipeline.stages.parse import parse_rollouts
+from skillsft.schemas import TrajectorySet
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "rollouts"
 
@@ -92,3 +96,31 @@ def test_search_sample_sources_and_balance() -> None:
     assert [s.action.split(">")[0] for s in steps] == ["<search", "<search", "<answer"]
     assert "<information>" in steps[2].memory_context
     assert (record.type, record.reward) == ("all_success", 1.0)
+
+
+@pytest.mark.parametrize("sample", ["alfworld", "webshop-handwritten"])
+def test_a_carried_record_is_the_one_a_re_read_builds(sample: str) -> None:
+    """A worker renders an env's record only when the env is kept for sure (its folder's
+    place below its label's quota); otherwise the main process parses the kept files again.
+    Both give the bytes the record's model renders, and an env past the quotas costs nothing."""
+    spec = get_env("webshop" if sample.startswith("webshop") else "alfworld")
+    options = SelectionOptions(include_mixed=True, n_mixed_envs=5)
+    groups = kinds.discover_env_folders(EXAMPLES / sample, Counter())
+    compared = 0
+    for group in groups:
+        sure = kinds.parse_env_folder(
+            kinds.GroupJob(str(EXAMPLES / sample), group, options, spec.win_reward, 0))
+        late = kinds.parse_env_folder(
+            kinds.GroupJob(str(EXAMPLES / sample), group, options, spec.win_reward, 10**6))
+        if not sure.candidates:
+            continue
+        carried, = sure.candidates
+        unsure, = late.candidates
+        assert unsure.record is None and carried.record is not None
+        rebuilt = kinds.reread_env_record(unsure, options.max_file_mb)
+        assert rebuilt == carried.record
+        model = RenderedElement(rebuilt.element, TrajectorySet).model()
+        assert element_bytes(model) == rebuilt.element
+        assert rebuilt.steps == sum(len(steps) for steps in model.trajectories)
+        compared += 1
+    assert compared >= 3

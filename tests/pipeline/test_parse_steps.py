@@ -5,7 +5,7 @@ from conftest import render_episode
 
 from skillsft.pipeline.errors import MalformedRollout
 from skillsft.pipeline.formats.rollouts.admissible import split_admissible
-from skillsft.pipeline.formats.rollouts.steps import parse_step_rollout
+from skillsft.pipeline.formats.rollouts.steps import header_starts, parse_step_rollout
 
 INSTRUCTION = (
     "Now it's your turn to take an action. Once you've finished your reasoning, you should "
@@ -258,3 +258,21 @@ def test_step_limit_episode_is_a_failure_not_a_truncated_file() -> None:
     assert episode.stopped_at_step_limit
     assert not episode.succeeded(10.0)
     assert [s.action for s in episode.steps] == [None, "search[lamp]", "click[b01]"]
+
+
+@pytest.mark.parametrize("text", [
+    "Step -1 | Action: None | Reward: 0.0 | Done: False\nObs: a\nStep 0 | Action: b",
+    "=== banner ===\nStep 1 | Action: x\nStep without the mark\n Step 2 | Action: indented\n",
+    "Step | Action: the mark begins at the space of 'Step '\nObs: x\n\nStep 3 | Action: y | Z",
+    "no header at all\nStep\nStep: | Action:\n",
+    "text\nStep 4 | Action: a | Action: twice\nStep 5 | Action: last line, no newline",
+])
+def test_header_starts_are_the_lines_a_line_by_line_reading_finds(text: str) -> None:
+    """The parser jumps from one `\\nStep ` to the next; it must find exactly the lines that
+    start with `Step ` and hold ` | Action: `, as reading every line would."""
+    offsets, at = [], 0
+    for line in text.split("\n"):
+        if line.startswith("Step ") and " | Action: " in line:
+            offsets.append(at)
+        at += len(line) + 1
+    assert header_starts(text) == offsets

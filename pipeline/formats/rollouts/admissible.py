@@ -23,7 +23,7 @@ def _unescape(item: str) -> str:
 def _split_outside_brackets(body: str) -> list[str]:
     """Split on commas, then glue back pieces whose `[` is still open."""
     if "[" not in body:
-        return [item.strip() for item in body.split(",")]
+        return list(map(str.strip, body.split(",")))
     items: list[str] = []
     pending = ""
     for piece in body.split(","):
@@ -60,4 +60,6 @@ def split_admissible(body: str) -> list[str]:
             actions = [_unescape(a if a or not b else b) for a, b in _QUOTED.findall(body)]
     else:
         actions = _split_outside_brackets(body)
-    return [a for a in actions if a and a not in NOT_ACTIONS]
+    if "" in actions or not NOT_ACTIONS.isdisjoint(actions):  # rare: filter only then
+        actions = [a for a in actions if a and a not in NOT_ACTIONS]
+    return actions

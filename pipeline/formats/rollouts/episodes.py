@@ -16,13 +16,11 @@ Which of the two a rollout format uses is data (`COLLECTORS`), never an environm
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from operator import attrgetter
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from skillsft.pipeline.errors import MalformedRollout, RolloutDirError
 from skillsft.pipeline.formats.rollouts import kinds as formats
-from skillsft.pipeline.formats.rollouts.loops import remove_loops
 from skillsft.pipeline.formats.rollouts.selection import SelectionOptions
 from skillsft.pipeline.formats.rollouts.steps import parse_step_rollout
 from skillsft.pipeline.formats.rollouts.text import read_rollout_text
@@ -80,7 +78,7 @@ def collect_env_folders(
             except MalformedRollout as error:
                 _reject(rejects, counts, rel, error)
                 continue
-            trimmed = remove_loops(parsed.steps, attrgetter("action"), attrgetter("done"))
+            trimmed = formats.without_loops(parsed.steps)
             counts["loop_steps_removed"] += len(parsed.steps) - len(trimmed)
             tasks.append(parsed.task)
             episodes.append(EpisodeRecord(

@@ -8,10 +8,15 @@ success reward; `stages.parse.parse_rollouts` drives either one the same way:
     parse_group(job) -> GroupResult               worker process, one folder at a time
     select(results, options, counts) -> records   main process, consumes results in order
 
-A worker returns only what selection can still use. For env folders that is the label and
-the names of the episodes to keep, not their steps: most envs fall outside the quotas, so the
-few kept episodes are parsed again in the main process rather than shipped back (pickling every
-env's steps cost more than parsing them). Memory follows the kept records, not the corpus.
+A worker returns only what selection can still use. For env folders that is the label, the
+names of the episodes to keep and, when the env is kept for sure (its folder's place is below
+its label's quota: every env when the quotas exceed the folders), the record it becomes,
+loops already cut, rendered as it stands in the stage file (`record_stream.render_element`):
+one bytes object crosses the process boundary for the price of a copy (pickling step objects
+cost more than parsing them), and the main process neither parses those files again nor
+builds and renders the record's models; it writes the bytes. Any other env carries no record:
+most of them fall outside the quotas, and the few kept are parsed again in the main process.
+Memory follows the kept records, not the corpus.
 """
 
 import os
@@ -24,6 +29,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from skillsft.pipeline.errors import MalformedRollout
+from skillsft.pipeline.formats.record_stream import RenderedElement, render_element
 from skillsft.pipeline.formats.rollouts.loops import remove_loops
 from skillsft.pipeline.formats.rollouts.search import SearchEpisode, parse_search_rollout
 from skillsft.pipeline.formats.rollouts.selection import (
@@ -31,6 +37,7 @@ from skillsft.pipeline.formats.rollouts.selection import (
     SelectionOptions,
     apply_env_quotas,
     balance_by_source,
+    env_quotas,
     label_env,
     resolve_source,
     shortest_episodes,
@@ -59,6 +66,9 @@ class GroupJob:
     group: Group
     options: SelectionOptions
     success_reward: float
+    # The folder's place among the groups: at most this many envs come before it, so an env
+    # below its label's quota here is kept whatever the folders before it hold.
+    position: int = 0
 
 
 @dataclass
@@ -167,6 +177,27 @@ def fit_single_episode_envs(
 
 
 @dataclass(frozen=True)
+class EnvRecord:
+    """An env's `TrajectorySet`, its kept episodes' loops cut, rendered for the stage file
+    (`render_element`), and its counters (counted only if the quotas keep the env)."""
+
+    element: bytes
+    episodes: int
+    steps: int
+    loop_steps_removed: int
+
+
+def env_record(env_id: str, task: str, label: EnvLabel,
+               episodes: list[list[RawStep]]) -> EnvRecord:
+    trimmed = [without_loops(steps) for steps in episodes]
+    steps = sum(map(len, trimmed))
+    # A `TrajectorySet`'s fields in its order; a `RawStep`'s fields are a `Step`'s.
+    element = render_element({"env_id": env_id, "task": task, "type": label,
+                              "trajectories": trimmed})
+    return EnvRecord(element, len(trimmed), steps, sum(map(len, episodes)) - steps)
+
+
+@dataclass(frozen=True)
 class EnvCandidate:
     """One env folder after labelling: where it is, its task and which episodes to keep."""
 
@@ -175,6 +206,10 @@ class EnvCandidate:
     label: EnvLabel
     task: str
     keep: tuple[str, ...]
+    # Built by the worker when the env is kept for sure (`GroupJob.position`); else None, and
+    # the main process builds it from the kept files only if the quotas keep the env, so the
+    # many envs a small quota leaves out never cost a rendering or a transfer.
+    record: EnvRecord | None
 
 
 def parse_env_folder(job: GroupJob) -> GroupResult:
@@ -214,19 +249,28 @@ def parse_env_folder(job: GroupJob) -> GroupResult:
     if len({episode.task for _, episode in parsed}) > 1:
         result.counts["envs_task_mismatch"] += 1
     task = parsed[keep[0]][1].task
-    kept_names = tuple(parsed[index][0] for index in keep)
-    result.candidates.append(
-        EnvCandidate(str(folder), job.group.group_id, label, task, kept_names)
-    )
+    quota = env_quotas(job.options)[label]
+    record = None
+    if quota is None or job.position < quota:
+        record = env_record(job.group.group_id, task, label,
+                            [parsed[index][1].steps for index in keep])
+    result.candidates.append(EnvCandidate(
+        str(folder), job.group.group_id, label, task, tuple(parsed[i][0] for i in keep), record))
     return result
 
 
-def load_trajectory(path: Path, counts: Counter[str], max_file_mb: float) -> list[RawStep]:
-    """Re-parse one kept episode (it parsed in the worker) and cut its loops."""
-    steps = parse_step_rollout(read_rollout_text(path, max_file_mb)).steps
-    trimmed = remove_loops(steps, attrgetter("action"), attrgetter("done"))
-    counts["loop_steps_removed"] += len(steps) - len(trimmed)
-    return trimmed
+def reread_env_record(candidate: EnvCandidate, max_file_mb: float) -> EnvRecord:
+    """The record of a kept env its worker could not know would be kept: the kept files are
+    parsed again (they parsed in the worker)."""
+    folder = Path(candidate.folder)
+    episodes = [parse_step_rollout(read_rollout_text(folder / name, max_file_mb)).steps
+                for name in candidate.keep]
+    return env_record(candidate.env_id, candidate.task, candidate.label, episodes)
+
+
+def without_loops(steps: list[RawStep]) -> list[RawStep]:
+    """One episode's steps with its repeated cycles cut (loops.py), as stage 1 keeps them."""
+    return remove_loops(steps, attrgetter("action"), attrgetter("done"))
 
 
 def to_step(raw: RawStep) -> Step:
@@ -246,38 +290,33 @@ def select_env_folders(
     options: SelectionOptions,
     counts: Counter[str],
     rejects: list[Reject],
-) -> Iterator[TrajectorySet]:
-    """The kept env folders' records, in order, each read back from disk only when it is
-    reached (the candidates are only labels), so stage 1 holds one record at a time. A kept
-    env's record is built as soon as its folder's result arrives, while the workers parse the
-    folders after it; the envs the quotas leave out are listed after the last result, as
-    before."""
+) -> Iterator[RenderedElement[TrajectorySet]]:
+    """The kept env folders' records, in order, as their workers rendered them (`model()`
+    gives the `TrajectorySet`), so stage 1 holds one record at a time. A kept env's record is
+    passed on as soon as its folder's result arrives, while the workers parse the folders after
+    it; the envs the quotas leave out are listed after the last result, as before."""
 
     def labelled() -> Iterable[tuple[EnvLabel, EnvCandidate]]:
         for result in results:
             for candidate in result.candidates:
                 yield candidate.label, candidate
 
-    skipped: list[tuple[EnvCandidate, str]] = []
-    for candidate in apply_env_quotas(labelled(), options, counts, skipped):
-        folder = Path(candidate.folder)
-        trajectories = [
-            [to_step(raw) for raw in load_trajectory(folder / name, counts, options.max_file_mb)]
-            for name in candidate.keep
-        ]
-        counts["trajectories_kept"] += len(trajectories)
-        counts["steps_kept"] += sum(len(steps) for steps in trajectories)
-        yield TrajectorySet(
-            env_id=candidate.env_id,
-            task=candidate.task,
-            type=candidate.label,
-            trajectories=trajectories,
-        )
-    for candidate, reason in skipped:
+    left_out: list[tuple[str, EnvLabel, str]] = []  # (env id, label, reason): no records
+
+    def skip(candidate: EnvCandidate, reason: str) -> None:
+        left_out.append((candidate.env_id, candidate.label, reason))
+
+    for candidate in apply_env_quotas(labelled(), options, counts, skip):
+        record = candidate.record or reread_env_record(candidate, options.max_file_mb)
+        counts["loop_steps_removed"] += record.loop_steps_removed
+        counts["trajectories_kept"] += record.episodes
+        counts["steps_kept"] += record.steps
+        yield RenderedElement(record.element, TrajectorySet)
+    for env_id, label, reason in left_out:
         rejects.append(Reject(
-            stage=STAGE, file=candidate.env_id, trajectory=candidate.env_id,
+            stage=STAGE, file=env_id, trajectory=env_id,
             reason=f"skipped_{reason.removeprefix('skipped_')}",
-            detail=f"{candidate.label} env left out by the selection quotas (--n-success-envs, "
+            detail=f"{label} env left out by the selection quotas (--n-success-envs, "
                    "--n-fail-envs, --include-mixed)",
         ))
 

@@ -29,7 +29,7 @@ in natural id order.
 
 import math
 from collections import Counter
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import PurePosixPath
 from typing import Annotated, Literal, TypeVar
 
@@ -122,23 +122,30 @@ def shortest_episodes(
     return candidates[: options.n_trajs_per_env]
 
 
-def apply_env_quotas(
-    labelled: Iterable[tuple[EnvLabel, RecordT]],
-    options: SelectionOptions,
-    counts: Counter[str],
-    skipped: list[tuple[RecordT, str]] | None = None,
-) -> Iterator[RecordT]:
-    """Keep the first envs of each label up to its quota; `labelled` is in folder order.
-    Each env left out is appended to `skipped` with its reason, for the rejects file.
-
-    A stream: an env is kept or left out as soon as it arrives (the quotas count the envs
-    before it only), so stage 1 builds a kept record while the workers parse the folders
-    after it instead of waiting for the last one."""
-    quotas: dict[str, int | None] = {
+def env_quotas(options: SelectionOptions) -> dict[str, int | None]:
+    """How many envs of each label may be kept (None: no limit). A worker compares its
+    folder's place with them to know whether its env is kept whatever comes before it."""
+    return {
         "all_success": options.n_success_envs,
         "all_fail": options.n_fail_envs,
         "mixed": options.n_mixed_envs if options.include_mixed else 0,
     }
+
+
+def apply_env_quotas(
+    labelled: Iterable[tuple[EnvLabel, RecordT]],
+    options: SelectionOptions,
+    counts: Counter[str],
+    on_skip: Callable[[RecordT, str], None] | None = None,
+) -> Iterator[RecordT]:
+    """Keep the first envs of each label up to its quota; `labelled` is in folder order.
+    Each env left out is given to `on_skip` with its reason, for the rejects file (the caller
+    keeps what the reject needs, not the record, which may be large).
+
+    A stream: an env is kept or left out as soon as it arrives (the quotas count the envs
+    before it only), so stage 1 builds a kept record while the workers parse the folders
+    after it instead of waiting for the last one."""
+    quotas = env_quotas(options)
     taken: Counter[str] = Counter()
     for label, record in labelled:
         quota = quotas[label]
@@ -147,8 +154,8 @@ def apply_env_quotas(
                 f"over_quota_{label}"
             )
             counts[f"envs_{reason}"] += 1
-            if skipped is not None:
-                skipped.append((record, reason))
+            if on_skip is not None:
+                on_skip(record, reason)
             continue
         taken[label] += 1
         counts[f"envs_{label}"] += 1

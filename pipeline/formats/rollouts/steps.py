@@ -61,8 +61,29 @@ class Episode:
         return any(step.done and step.reward >= success_reward for step in self.steps)
 
 
-def is_header(line: str) -> bool:
-    return line.startswith("Step ") and " | Action: " in line
+HEADER_START = "Step "
+HEADER_MARK = " | Action: "
+
+
+def header_starts(text: str) -> list[int]:
+    """Offsets of the header lines: lines that start with `Step ` and hold ` | Action: ` (which
+    may begin at the space of `Step `: such a line is a header, and a broken one). Found by
+    jumping from one `\nStep ` to the next, so the lines between are never looked at."""
+    marker = "\n" + HEADER_START
+    at = 0 if text.startswith(HEADER_START) else text.find(marker) + 1
+    if at == 0 and not text.startswith(HEADER_START):
+        return []
+    starts: list[int] = []
+    while True:
+        line_end = text.find("\n", at)
+        if line_end < 0:
+            line_end = len(text)
+        if text.find(HEADER_MARK, at, line_end) >= 0:
+            starts.append(at)
+        following = text.find(marker, line_end)
+        if following < 0:
+            return starts
+        at = following + 1
 
 
 def parse_header(line: str, lineno: int) -> tuple[str, str | None, float, bool]:
@@ -204,14 +225,14 @@ def cut_admissible(text: str, first_lineno: int, *, last_block: bool) -> tuple[s
 
 
 def clean_observation(
-    lines: list[str], first_lineno: int, *, last_block: bool
+    text: str, first_lineno: int, *, last_block: bool
 ) -> tuple[str, list[str], str | None]:
-    """Return (observation, admissible actions, task) from the lines after `Obs:`.
+    """Return (observation, admissible actions, task) from the text after `Obs:`.
 
     Removes the admissible list, the task line, the TextWorld banner, the instruction paragraph,
     the reasoning instruction and the observation prefixes; blank-line runs become one.
     """
-    text, actions = cut_admissible("\n".join(lines), first_lineno, last_block=last_block)
+    text, actions = cut_admissible(text, first_lineno, last_block=last_block)
     lines = text.split("\n")
     # Each marker is looked for line by line only when the observation holds it at all (most
     # do not). A line is a piece of `text` unless the reasoning or banner cut joined two
@@ -219,6 +240,11 @@ def clean_observation(
     starts = [marker for marker in INSTRUCTION_STARTS if marker in text]
     has_prefix = STEP_OBS_START in text or any(prefix in text for prefix in OBS_PREFIXES)
     has_task = TASK_MARKER in text
+    has_reason = REASON_START in text  # a line is still a piece of `text` when it is looked at
+    has_banner = BANNER in text
+    # Only a reasoning or banner cut can join pieces, so without any of these markers a line
+    # needs no more than the instruction cut and the blank-line rule.
+    has_other = has_prefix or has_task or has_reason or has_banner
     kept: list[str] = []
     task = None
     k = 0
@@ -237,30 +263,31 @@ def clean_observation(
             line = line[:cut].rstrip()
             if not line:
                 continue
-        joined = False
-        if REASON_START in line:
-            joined = True
-            begin = line.find(REASON_START)
-            end = line.find(REASON_END, begin)
-            while end < 0 and k < n:
-                line = lines[k]
-                begin = 0
-                k += 1
-                end = line.find(REASON_END)
-            if end < 0:
-                continue
-            before, after = line[:begin].strip(), line[end + len(REASON_END) :].strip()
-            line = f"{before} {after}".strip()
-        if BANNER in line:
-            joined = True
-            line = line.replace(BANNER, "").strip()
-        if has_prefix or joined:
-            line = strip_observation_prefix(line)
-        found = None
-        if has_task or joined:
-            line, found = strip_task(line)
-        if found is not None and task is None:
-            task = found
+        if has_other:
+            joined = False
+            if has_reason and REASON_START in line:
+                joined = True
+                begin = line.find(REASON_START)
+                end = line.find(REASON_END, begin)
+                while end < 0 and k < n:
+                    line = lines[k]
+                    begin = 0
+                    k += 1
+                    end = line.find(REASON_END)
+                if end < 0:
+                    continue
+                before, after = line[:begin].strip(), line[end + len(REASON_END) :].strip()
+                line = f"{before} {after}".strip()
+            if (has_banner or joined) and BANNER in line:
+                joined = True
+                line = line.replace(BANNER, "").strip()
+            if has_prefix or joined:
+                line = strip_observation_prefix(line)
+            found = None
+            if has_task or joined:
+                line, found = strip_task(line)
+            if found is not None and task is None:
+                task = found
         if line.strip() or (kept and kept[-1]):
             kept.append(line.rstrip())
     while kept and not kept[-1]:
@@ -268,18 +295,47 @@ def clean_observation(
     return "\n".join(kept), actions, task
 
 
+def _obs_block(
+    text: str, after_header: int, block_end: int, header_lineno: int, step_id: str,
+    last_block: bool,
+) -> tuple[dict[str, str], str, int]:
+    """(metadata, observation text after `Obs:`, line number of the `Obs:` line) of the block
+    between a header line's end and `block_end`. Most blocks start with their `Obs:` line and
+    are sliced out of `text` whole; only one with writer lines first is cut into lines."""
+    if after_header < block_end and text.startswith("Obs:", after_header + 1):
+        first_end = text.find("\n", after_header + 1, block_end)
+        if first_end < 0:
+            first_end = block_end
+        observation = text[after_header + 5 : first_end].lstrip() + text[first_end:block_end]
+        return {}, observation, header_lineno + 1
+    lines = text[after_header + 1 : block_end].split("\n") if after_header < block_end else []
+    obs_at = find_obs_line(lines, 0, len(lines))
+    if obs_at is None:
+        raise MalformedRollout(
+            "truncated" if last_block else "unparseable_step",
+            f"{step_id} has no 'Obs:' line",
+            line=header_lineno,
+            hint=_HINT_EDIT,
+        )
+    metadata = parse_metadata(lines[:obs_at], header_lineno + 1)
+    observation = "\n".join([lines[obs_at][4:].lstrip(), *lines[obs_at + 1 :]])
+    return metadata, observation, header_lineno + 1 + obs_at
+
+
 def parse_step_rollout(text: str) -> Episode:
-    """Parse one episode; raise `MalformedRollout` (with a line number) on anything broken."""
-    lines = text.split("\n")
-    headers = [i for i, line in enumerate(lines) if line.startswith("Step ") and is_header(line)]
-    if not headers:
+    """Parse one episode; raise `MalformedRollout` (with a line number) on anything broken.
+
+    The file is walked by character offsets, header to header (`header_starts`), not split
+    into lines: each block's observation is one slice of the text."""
+    starts = header_starts(text)
+    if not starts:
         raise MalformedRollout(
             "no_step_header",
             "no 'Step <id> | Action: ... | Reward: ... | Done: ...' line in the file",
             hint="this is not a rollout in the step format; remove it from ROLLOUT_DIR",
         )
-    for i in range(headers[0]):
-        stripped = lines[i].strip()
+    for i, line in enumerate(text[: starts[0]].split("\n")[:-1]):
+        stripped = line.strip()
         if stripped and not (stripped.startswith("===") and stripped.endswith("===")):
             raise MalformedRollout(
                 "text_before_first_step",
@@ -290,34 +346,32 @@ def parse_step_rollout(text: str) -> Episode:
     steps: list[RawStep] = []
     task = None
     last_block_complete = False
-    bounds = headers + [len(lines)]
-    for b, start in enumerate(headers):
-        end = bounds[b + 1]
-        last_block = b == len(headers) - 1
-        step_id, action, reward, done = parse_header(lines[start], start + 1)
-        obs_at = find_obs_line(lines, start + 1, end)
-        if obs_at is None:
-            raise MalformedRollout(
-                "truncated" if last_block else "unparseable_step",
-                f"{step_id} has no 'Obs:' line",
-                line=start + 1,
-                hint=_HINT_EDIT,
-            )
-        metadata = parse_metadata(lines[start + 1 : obs_at], start + 2)
-        obs_lines = [lines[obs_at][4:].lstrip(), *lines[obs_at + 1 : end]]
-        observation, actions, found = clean_observation(
-            obs_lines, obs_at + 1, last_block=last_block
-        )
+    first_lineno = lineno = text.count("\n", 0, starts[0]) + 1
+    # A block ends before the newline of the next header's line, the last one at the end.
+    block_ends = [start - 1 for start in starts[1:]] + [len(text)]
+    previous = starts[0]
+    for b, (start, block_end) in enumerate(zip(starts, block_ends, strict=True)):
+        lineno += text.count("\n", previous, start)
+        previous = start
+        last_block = b == len(starts) - 1
+        header_end = text.find("\n", start, block_end)
+        if header_end < 0:
+            header_end = block_end
+        step_id, action, reward, done = parse_header(text[start:header_end], lineno)
+        metadata, obs_text, obs_lineno = _obs_block(
+            text, header_end, block_end, lineno, step_id, last_block)
+        observation, actions, found = clean_observation(obs_text, obs_lineno,
+                                                        last_block=last_block)
         if b == 0:
             task = found
         # cut_admissible raised if the list was left open, so its presence means it closed.
-        last_block_complete = last_block and ADMISSIBLE_PREFIX in "\n".join(obs_lines)
+        last_block_complete = last_block and ADMISSIBLE_PREFIX in obs_text
         steps.append(RawStep(step_id, action, observation, actions, reward, done, metadata))
     if not task:
         raise MalformedRollout(
             "no_task",
             "the first step has no 'Your task is to: ...' line",
-            line=headers[0] + 1,
+            line=first_lineno,
             hint="the task must appear in the first block; fix or delete this file",
         )
     if not steps[-1].done and not last_block_complete:
@@ -325,7 +379,7 @@ def parse_step_rollout(text: str) -> Episode:
             "truncated",
             f"the episode stops inside {steps[-1].step_id} (no admissible-action list after its "
             "observation) without a 'Done: True' step",
-            line=headers[-1] + 1,
+            line=lineno,
             hint="the file was probably cut off while writing; re-export or delete it",
         )
     return Episode(task, steps, stopped_at_step_limit=not steps[-1].done)
