@@ -207,9 +207,10 @@ class OpenAITeacher:
         limiter.peak = limiter.in_flight
         self.journal.refresh()
         window = RequestWindow(requests, lambda r: self.key_for(r.messages, r), run.answer,
-                               tracker, AHEAD_PER_SLOT * self.settings.concurrency_ceiling())
+                               tracker, AHEAD_PER_SLOT * self.settings.concurrency_ceiling(),
+                               runtime)
         try:
-            while ready := runtime.run(window.next_ready()):
+            while ready := window.next_ready():
                 yield from ready
         finally:
             runtime.run(window.close())
