@@ -16,25 +16,15 @@ them, so it lives here, once per process and (endpoint set, model, work dir, pac
 `runtime_for` is the one way to get it. A process forked from one that had a runtime (Luigi
 runs each task in a child when it has several workers) starts its own, with fresh clients and
 loop, but inherits the verdicts: the limit, the endpoints taken out, the mode.
-
-The event loop runs in a thread of its own (made on first use, one per process: a fork does not
-copy threads, and the child's runtime makes its own). So it keeps running while the stage's
-synchronous code works: answers are read, slots given back and new requests sent while the
-stage builds its next requests or writes its outputs (stream.py). `run` is a submit-and-wait
-from any other thread; an exception in the waiting thread (ctrl-C's KeyboardInterrupt in the
-main thread) cancels the work, waits for its cleanup, then goes on.
 """
 
 import asyncio
 import atexit
-import concurrent.futures
 import contextlib
-import functools
 import hashlib
 import logging
 import os
-import threading
-from collections.abc import Callable, Coroutine
+from collections.abc import Coroutine
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -91,9 +81,7 @@ class TeacherRuntime:
         self.model = model
         self.endpoint = settings.endpoint()
         self.pid = os.getpid()
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread: threading.Thread | None = None
-        self._start_lock = threading.Lock()
+        self._runner: asyncio.Runner | None = None
         ceiling = settings.concurrency_ceiling()
         self.limiter = AdaptiveLimiter(ceiling, start=settings.concurrency)
         # one poster per endpoint URL, over that endpoint's client (posting.py)
@@ -146,109 +134,25 @@ class TeacherRuntime:
         elif (pause := exhausted_budget_pause(response.headers)) is not None:
             self.limiter.pause_for(pause)
 
-    @property
-    def loop(self) -> asyncio.AbstractEventLoop:
-        """The runtime's event loop, running in its own thread from the first use on."""
-        with self._start_lock:
-            if self._loop is None:
-                loop = asyncio.new_event_loop()
-                thread = threading.Thread(target=self._serve, args=(loop,),
-                                          name="skillsft-teacher-loop", daemon=True)
-                # daemon: the atexit hook (close) stops it; a non-daemon thread would be
-                # waited for before atexit hooks run, i.e. forever.
-                thread.start()
-                self._loop, self._thread = loop, thread
-            return self._loop
-
-    @staticmethod
-    def _serve(loop: asyncio.AbstractEventLoop) -> None:
-        asyncio.set_event_loop(loop)
-        loop.run_forever()
-
-    def in_loop_thread(self) -> bool:
-        return self._thread is threading.current_thread()
-
-    def submit(self, works: "list[Coroutine[Any, Any, T]]",
-               running: "set[asyncio.Task[Any]] | None" = None,
-               then: Callable[[], None] | None = None) -> "list[concurrent.futures.Future[T]]":
-        """Start each of `works` as a task on the loop, from any thread, in one hand-over (one
-        wake-up of the loop for them all); each future is settled when its task has ended
-        (not when it is asked to stop). `running`, a set only the loop touches, holds each
-        task while it runs, so its owner can cancel what is left (on the loop). `then` runs on
-        the loop in the same hand-over, after the tasks are made."""
-        loop = self.loop
-        outcomes: list[concurrent.futures.Future[T]] = [
-            concurrent.futures.Future() for _ in works]
-
-        def start() -> None:
-            for work, outcome in zip(works, outcomes, strict=True):
-                task = loop.create_task(work)
-                if running is not None:
-                    running.add(task)
-                    task.add_done_callback(running.discard)
-                task.add_done_callback(functools.partial(_settle, outcome))
-            if then is not None:
-                then()
-
-        loop.call_soon_threadsafe(start)
-        return outcomes
-
     def run(self, work: Coroutine[Any, Any, T]) -> T:
-        """Run `work` on this runtime's event loop (the one its clients' connections live on)
-        and wait for its result; from synchronous code in any thread but the loop's own.
-
-        An exception raised in the waiting thread (KeyboardInterrupt: ctrl-C) cancels the
-        work and waits until it has run its cleanup (the `finally` blocks, the claims given
-        back), then propagates, as `asyncio.run` does on ctrl-C."""
-        if self.in_loop_thread():
-            work.close()
-            raise RuntimeError("TeacherRuntime.run called from the runtime's own event loop")
-        running: set[asyncio.Task[Any]] = set()
-        [outcome] = self.submit([work], running)
-        try:
-            return outcome.result()
-        except BaseException:
-            if not outcome.done():  # interrupted while waiting: the work is still running
-                self.loop.call_soon_threadsafe(_cancel_all, running)  # after the task's start
-                with contextlib.suppress(BaseException):
-                    outcome.result()
-            raise
+        """Run `work` on this runtime's event loop (the one its clients' connections live on);
+        from synchronous code only, like `asyncio.run`."""
+        if self._runner is None:
+            self._runner = asyncio.Runner()
+        return self._runner.run(work)
 
     def close(self) -> None:
-        """Close the clients, stop the loop and its thread (at exit, or when a test starts
-        afresh). A forked child's copy of its parent's runtime has no thread: nothing to do."""
-        if self._loop is None or self.pid != os.getpid():
+        """Close the clients and the loop (at exit, or when a test starts afresh)."""
+        if self._runner is None or self.pid != os.getpid():
             return
+        runner, self._runner = self._runner, None
         with contextlib.suppress(Exception):
-            self.run(self._close_clients())
-        loop, thread = self._loop, self._thread
-        self._loop = self._thread = None
-        loop.call_soon_threadsafe(loop.stop)
-        if thread is not None:
-            thread.join(timeout=10)
-        if not loop.is_running():
-            loop.run_until_complete(loop.shutdown_asyncgens())
-            loop.run_until_complete(loop.shutdown_default_executor())
-            loop.close()
+            runner.run(self._close_clients())
+        runner.close()
 
     async def _close_clients(self) -> None:
         for client in self.pool.clients():
             await client.close()
-
-
-def _cancel_all(tasks: "set[asyncio.Task[Any]]") -> None:
-    for task in list(tasks):
-        task.cancel()
-
-
-def _settle(outcome: "concurrent.futures.Future[T]", task: "asyncio.Task[T]") -> None:
-    """Hand a finished task's result, exception or cancellation to the waiting thread."""
-    if task.cancelled():
-        outcome.cancel()
-    elif (error := task.exception()) is not None:
-        outcome.set_exception(error)
-    else:
-        outcome.set_result(task.result())
 
 
 _RUNTIMES: dict[RuntimeKey, TeacherRuntime] = {}

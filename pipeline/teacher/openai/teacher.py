@@ -207,10 +207,9 @@ class OpenAITeacher:
         limiter.peak = limiter.in_flight
         self.journal.refresh()
         window = RequestWindow(requests, lambda r: self.key_for(r.messages, r), run.answer,
-                               tracker, AHEAD_PER_SLOT * self.settings.concurrency_ceiling(),
-                               runtime)
+                               tracker, AHEAD_PER_SLOT * self.settings.concurrency_ceiling())
         try:
-            while ready := window.next_ready():
+            while ready := runtime.run(window.next_ready()):
                 yield from ready
         finally:
             runtime.run(window.close())
