@@ -30,8 +30,10 @@ from skillsft.pipeline.teacher.progress import BatchTracker
 
 # Requests held ahead of the results consumed, per slot of the concurrency ceiling.
 AHEAD_PER_SLOT = 4
-# Requests started between two turns the fill gives the event loop (see the module doc).
+# Requests started between two turns the fill gives the event loop (see the module doc), and
+# how long each turn lasts.
 YIELD_EVERY = 8
+YIELD_S = 0.001
 
 Answer = Callable[[TeacherRequest[Any], str], Awaitable[TeacherResult[Any]]]
 
@@ -78,7 +80,9 @@ class RequestWindow:
             self.built += 1
             if started == YIELD_EVERY:
                 started = 0
-                await asyncio.sleep(0)  # the started ones go on towards the server meanwhile
+                # A turn of about a millisecond, not sleep(0): a call takes a few steps of
+                # the loop to reach the server, and the ready ones all run in it.
+                await asyncio.sleep(YIELD_S)
         self.peak_held = max(self.peak_held, len(self.order))
         self.tracker.expect(self.built)
 
