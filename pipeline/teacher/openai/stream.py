@@ -8,7 +8,8 @@ are in flight; `ahead` is a few times the concurrency ceiling, so the limit stay
 the head of the line waits. The building runs on the event loop, so the fill gives the loop a
 turn after every `YIELD_EVERY` requests it starts: the stream's first requests are sent while
 the rest of the first window is built, not after it (that cost each stream about `ahead`
-requests' building time before its first request went out). Then it waits for the oldest
+requests' building time before its first request went out), and answers that arrive during a
+long fill are read before it ends. Then it waits for the oldest
 request and hands back every result at the front that is ready, in request order. Nothing
 else is held: a stage that consumes the results as they come holds at most `ahead` requests
 and their results.
