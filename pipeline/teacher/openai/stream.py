@@ -9,10 +9,9 @@ the head of the line waits. The building runs on the event loop, so the fill giv
 turn after every `YIELD_EVERY` requests it starts: the stream's first requests are sent while
 the rest of the first window is built, not after it (that cost each stream about `ahead`
 requests' building time before its first request went out), and answers that arrive during a
-long fill are read before it ends. Then it waits for the oldest
-request and hands back every result at the front that is ready, in request order. Nothing
-else is held: a stage that consumes the results as they come holds at most `ahead` requests
-and their results.
+long fill are read before it ends. Then it waits for the oldest request and hands back every
+result at the front that is ready, in request order. Nothing else is held: a stage that
+consumes the results as they come holds at most `ahead` requests and their results.
 
 Identical rendered requests share one call while both are in the window (one task per journal
 key). A later duplicate is asked again and finds the answer in the journal; it is counted as
