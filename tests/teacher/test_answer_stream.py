@@ -104,3 +104,26 @@ def test_results_come_in_request_order_when_the_server_answers_out_of_order(serv
     assert answered != sorted(answered)  # the server did answer out of order
     assert [r.request_id for r in results] == [r.request_id for r in requests]
     assert [r.answer.score for r in results] == list(range(24))  # each its own answer
+
+
+def test_the_first_requests_are_sent_while_the_first_window_is_still_built(server_factory,
+                                                                          tmp_path):
+    """The window is filled on the event loop; it gives the loop turns as it fills, so the
+    server has the stream's first requests before the last of the first window is built."""
+    server = server_factory(latency=0.05)
+    teacher = teacher_for(server, tmp_path)
+    teacher.run_batch(toy_requests(CONCURRENCY, "warm"), stage="toy")  # probe, connections
+    before = server.stats.stage_requests
+    first_window = AHEAD_PER_SLOT * CONCURRENCY
+    received_as_built: list[int] = []
+
+    def built() -> Iterator[TeacherRequest[Any]]:
+        for request in toy_requests(2 * first_window):
+            time.sleep(0.002)  # building takes a while; the server's threads run meanwhile
+            received_as_built.append(server.stats.stage_requests - before)
+            yield request
+
+    results = list(answer_stream(teacher, built(), stage="toy"))
+
+    assert all(r.ok for r in results)
+    assert received_as_built[first_window - 1] > 0, received_as_built[:first_window]
