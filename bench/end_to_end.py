@@ -484,7 +484,8 @@ def main() -> None:
             rollouts = scratch / "rollouts-scale"
             trajectories = build_corpus(rollouts, math.ceil(args.scale_trajectories / 3))
             shards = args.shards or auto_shards(trajectories, local_workers=1)  # its default
-            row = measure(f"1 worker, {shards} shard{'s' * (shards > 1)}", rollouts, trajectories,
+            label = "1 worker, unsharded" if shards == 1 else f"1 worker, {shards} shards"
+            row = measure(label, rollouts, trajectories,
                           scratch / "work-scale", args.scale_latency, args.concurrency, shards, 1,
                           scratch)
             scale_rows.append(row)
