@@ -67,7 +67,8 @@ def set_keep_alive(config: Any, *, central: bool) -> None:
     (shards of a stage): keep waiting for them instead of giving up when idle, and look for
     work again soon (IDLE_WAIT, unless the config says). Only then: with the in-process
     scheduler, a worker kept alive would wait for its own failed tasks, so a later build of
-    this process takes back what an earlier one set."""
+    this process takes back the keep_alive an earlier one set (IDLE_WAIT stays: it only makes
+    an idle worker ask sooner, and an in-process worker that is idle is done)."""
     if central:
         for option, value in IDLE_WAIT.items():
             if not _has_any(config, "worker", (option,)):

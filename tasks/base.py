@@ -335,6 +335,12 @@ class StageTask(luigi.Task):
                 outcome = outcome_of(result.result, self.stage_name(), result.input_name)
                 check_outcome(outcome, rule.max_failure_rate, str(folder / result.rejects_name))
         except BaseException:
+            # A streamed payload stopped between two records (a full disk, an interrupt) is
+            # closed now, so the stage's teacher stream gives back its calls' claims and slots
+            # at once rather than whenever the garbage collector gets to it.
+            close = getattr(result.payload, "close", None)
+            if close is not None:
+                close()
             for temporary in staged.values():
                 temporary.unlink(missing_ok=True)
             raise

@@ -383,27 +383,28 @@ def iter_distilled(
                 yield from batch
 
     def conversations() -> Iterator[Conversation]:
-        answers = answer_stream(teacher, requests(), stage=KIND)
         source = ""
         by_id: dict[str, TeacherResult[Any]] = {}  # the answered windows of `asked[0]`
-        for answer in answers:
-            by_id[answer.request_id] = answer
-            item = asked[0]
-            if len(by_id) < len(item.request_ids):
-                continue
-            asked.popleft()
-            thoughts, error = collect_thoughts(item, by_id)
-            by_id = {}
-            if thoughts is None:
-                counts["trajectories_failed"] += 1
-                counts["failed_teacher"] += 1
-                reject(from_teacher, "teacher", item.trajectory_id, str(error), item.position)
-                continue
-            source = source or source_of(teacher, answers.stats)
-            conversation_positions.append(item.position)
-            counts["conversations"] += 1
-            counts["turns"] += len(item.drafts)
-            yield build_conversation(spec, item, thoughts, source)
+        with answer_stream(teacher, requests(), stage=KIND) as answers:
+            for answer in answers:
+                by_id[answer.request_id] = answer
+                item = asked[0]
+                if len(by_id) < len(item.request_ids):
+                    continue
+                asked.popleft()
+                thoughts, error = collect_thoughts(item, by_id)
+                by_id = {}
+                if thoughts is None:
+                    counts["trajectories_failed"] += 1
+                    counts["failed_teacher"] += 1
+                    reject(from_teacher, "teacher", item.trajectory_id, str(error),
+                           item.position)
+                    continue
+                source = source or source_of(teacher, answers.stats)
+                conversation_positions.append(item.position)
+                counts["conversations"] += 1
+                counts["turns"] += len(item.drafts)
+                yield build_conversation(spec, item, thoughts, source)
         result.rejects = before_teacher.rejects + from_teacher.rejects
         result.counts = stage_counts(counts, inputs=counts["trajectories_attempted"],
                                      outputs=len(conversation_positions),

@@ -359,23 +359,23 @@ def iter_memories(
                 yield build_memory_request(ctx, options)
 
     def memories() -> Iterator[Memory]:
-        answers = answer_stream(teacher, requests(), stage=STAGE)
-        for answer_result in answers:
-            ctx, position = asked.popleft()
-            answer = MEMORY.answer(answer_result)
-            if answer is None:
-                reject(from_teacher, ctx.env_id, ctx.trajectory_index, "teacher_error",
-                       answer_result.error or "", position=position)
-                continue
-            try:
-                memory = memory_from_answer(ctx, answer, teacher.name)
-            except ValueError as exc:
-                reject(from_teacher, ctx.env_id, ctx.trajectory_index, "incomplete_answer",
-                       str(exc), position=position)
-                continue
-            memory_positions.append(position)
-            counts[f"memories_{ctx.outcome.lower()}"] += 1
-            yield memory
+        with answer_stream(teacher, requests(), stage=STAGE) as answers:
+            for answer_result in answers:
+                ctx, position = asked.popleft()
+                answer = MEMORY.answer(answer_result)
+                if answer is None:
+                    reject(from_teacher, ctx.env_id, ctx.trajectory_index, "teacher_error",
+                           answer_result.error or "", position=position)
+                    continue
+                try:
+                    memory = memory_from_answer(ctx, answer, teacher.name)
+                except ValueError as exc:
+                    reject(from_teacher, ctx.env_id, ctx.trajectory_index, "incomplete_answer",
+                           str(exc), position=position)
+                    continue
+                memory_positions.append(position)
+                counts[f"memories_{ctx.outcome.lower()}"] += 1
+                yield memory
         rejects = before_teacher.rejects + from_teacher.rejects
         counts["requests"] += 0  # the counter is kept even when nothing was asked
         counts["memories"] = len(memory_positions)

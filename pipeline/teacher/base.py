@@ -101,6 +101,22 @@ class AnswerStream:
     def __iter__(self) -> Iterator[TeacherResult[Any]]:
         return self.results
 
+    def close(self) -> None:
+        """Stop the stream now: the calls still in flight are abandoned as a kill would abandon
+        them (an answer already journaled is kept), and their claims and slots are given back.
+        For a consumer that stops early or fails between two results; closing a stream that
+        is exhausted does nothing. The results generator refers to its stream (it updates
+        `stats`), so without this only the garbage collector would ever stop it."""
+        close = getattr(self.results, "close", None)
+        if close is not None:
+            close()
+
+    def __enter__(self) -> "AnswerStream":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
 
 def answer_stream(teacher: Any, requests: Iterable[TeacherRequest[Any]], *,
                   stage: str) -> AnswerStream:

@@ -57,6 +57,9 @@ _table_lock = threading.Lock()
 def _reset_after_fork() -> None:
     global _table_lock
     _table_lock = threading.Lock()  # a thread of the parent may have held it at the fork
+    # The child holds none of its parent's locks (record locks are not inherited); its own
+    # table starts empty, so a reused pid can never find an ancestor's `held` set.
+    _files.clear()
 
 
 os.register_at_fork(after_in_child=_reset_after_fork)

@@ -19,9 +19,8 @@ from skillsft.pipeline.stages.publish import (
     PublishOptions,
     export_local,
     publish,
-    split_by_trajectory,
 )
-from skillsft.pipeline.stages.report import Provenance
+from skillsft.pipeline.stages.publish.corpus_pass import held_out_trajectories
 from tests.pipeline.test_report import RECORDS, SECRET_URL, build_work_dir
 from tests.support.hub_server import FakeHub, running_hub
 
@@ -108,14 +107,11 @@ def test_validation_split_keeps_trajectories_whole_and_is_seeded(work_dir: Path)
     # each split keeps the corpus order
     assert train == [r for r in rows if r in train]
     assert validation == [r for r in rows if r in validation]
-    # same seed, same split; the draw does not depend on the order of the provenance lines
-    lines = [Provenance(trajectory_id=t, task_type="x", turn=0, num_steps=1, source="s")
-             for t in "abcdefghij"]
-    first = split_by_trajectory(lines, 0.3, seed=1)
-    assert first == split_by_trajectory(lines, 0.3, seed=1)
-    assert first.count("validation") == 3
-    reversed_split = split_by_trajectory(lines[::-1], 0.3, seed=1)
-    assert reversed_split[::-1] == first
+    # same seed, same split, whatever order the trajectories were met in
+    ids = set("abcdefghij")
+    first = held_out_trajectories(ids, 0.3, seed=1)
+    assert first == held_out_trajectories(set(sorted(ids, reverse=True)), 0.3, seed=1)
+    assert len(first) == 3 and first <= ids
 
 
 def test_without_provenance_everything_is_train_and_the_export_says_so(tmp_path: Path) -> None:

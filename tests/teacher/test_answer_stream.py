@@ -118,8 +118,15 @@ def test_the_first_requests_are_sent_while_the_first_window_is_still_built(serve
     received_as_built: list[int] = []
 
     def built() -> Iterator[TeacherRequest[Any]]:
-        for request in toy_requests(2 * first_window):
+        for number, request in enumerate(toy_requests(2 * first_window)):
             time.sleep(0.002)  # building takes a while; the server's threads run meanwhile
+            if number == first_window - 1:
+                # The last of the first window: a request sent during an earlier turn of the
+                # loop reaches the server while this one is built, however busy the machine;
+                # one never sent (no turn given) never does.
+                deadline = time.monotonic() + 5.0
+                while server.stats.stage_requests == before and time.monotonic() < deadline:
+                    time.sleep(0.005)
             received_as_built.append(server.stats.stage_requests - before)
             yield request
 
@@ -127,3 +134,37 @@ def test_the_first_requests_are_sent_while_the_first_window_is_still_built(serve
 
     assert all(r.ok for r in results)
     assert received_as_built[first_window - 1] > 0, received_as_built[:first_window]
+
+
+def test_a_consumer_that_fails_between_results_leaves_no_call_holding_its_claim(server_factory,
+                                                                                tmp_path):
+    """A stage that fails while its stream still has calls in flight (a full disk while it
+    writes) must give their claims back at once: with the garbage collector off, nothing else
+    would ever stop them, and another process waiting on those keys would wait for good."""
+    import gc
+
+    server = server_factory(latency=0.05)
+    requests = toy_requests(60)
+    teacher = teacher_for(server, tmp_path / "work")
+    keys = [teacher.key_for(r.messages, r) for r in requests]
+    gc.disable()
+    try:
+        consumed = 0
+        try:
+            with answer_stream(teacher, iter(requests), stage="toy") as stream:
+                for _ in stream:
+                    consumed += 1
+                    if consumed == 5:
+                        raise OSError(28, "No space left on device")
+        except OSError:
+            pass
+        claims = [teacher.journal.try_claim(key) for key in keys]
+        held = [key for key, claim in zip(keys, claims, strict=True) if claim is None]
+        for claim in claims:
+            if claim is not None:
+                claim.release()
+    finally:
+        gc.enable()
+    assert consumed == 5
+    assert held == []  # every call still in flight when the stage failed gave its claim back
+    assert teacher.peak_in_flight >= 1  # the stream's close ran (it sets the figures)

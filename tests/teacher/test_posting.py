@@ -12,7 +12,7 @@ from openai._models import FinalRequestOptions
 from pydantic import BaseModel
 
 from skillsft.pipeline.teacher.openai.chat_request import body_bytes, chat_body
-from skillsft.pipeline.teacher.openai.posting import ChatPoster
+from skillsft.pipeline.teacher.openai.posting import ChatPoster, public_status_error
 
 API_KEY = "sk-posting-test"
 PATH = "/chat/completions"
@@ -74,6 +74,21 @@ def test_an_error_is_the_one_the_sdk_raises(server_factory, config, kind) -> Non
         assert (ours.status_code, ours.code, ours.body) == (sdk.status_code, sdk.code, sdk.body)
         assert ours.response.headers.get("Retry-After") == sdk.response.headers.get(
             "Retry-After")
+
+
+@pytest.mark.parametrize("config", [
+    {"p_rate_limit": 1.0}, {"p_server_error": 1.0}, {"refuse_json_schema": True},
+])
+def test_without_the_sdks_private_builder_an_error_is_still_the_sdks(server_factory,
+                                                                     config) -> None:
+    """The SDK builds its errors with a private method; should a release rename it, the poster
+    builds the same error from the public classes (type, message, status, code, body)."""
+    server = server_factory(**config)
+    sdk, _ = asyncio.run(both(server.base_url, body()))
+    assert isinstance(sdk, openai.APIStatusError)
+    ours = public_status_error(sdk.response)
+    assert type(ours) is type(sdk) and str(ours) == str(sdk)
+    assert (ours.status_code, ours.code, ours.body) == (sdk.status_code, sdk.code, sdk.body)
 
 
 def test_a_timeout_is_the_sdks_timeout(server_factory) -> None:

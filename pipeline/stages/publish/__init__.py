@@ -9,9 +9,8 @@ from skillsft.pipeline.stages.publish.export import (
     LocalExport,
     PublishOptions,
     export_local,
-    split_by_trajectory,
 )
 from skillsft.pipeline.stages.publish.hub import PublishError, PublishResult, publish
 
 __all__ = ["LocalExport", "PublishError", "PublishOptions", "PublishResult", "export_local",
-           "publish", "split_by_trajectory"]
+           "publish"]

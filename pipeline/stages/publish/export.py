@@ -18,7 +18,6 @@ trajectory: then everything goes to `train`, and the export says so.
 
 import logging
 import shutil
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -48,7 +47,6 @@ from skillsft.pipeline.stages.publish.corpus_pass import (
     VALIDATION,
     CorpusConfigs,
     held_out_of,
-    held_out_trajectories,
     metadata_wanted,
     read_corpus_configs,
     survey_corpus,
@@ -82,7 +80,7 @@ from skillsft.pipeline.stages.publish.trainer_files import (
     load_bank,
     metadata_config_name,
 )
-from skillsft.pipeline.stages.report import HUB_DIR, Provenance, build_report
+from skillsft.pipeline.stages.report import HUB_DIR, build_report
 from skillsft.schemas.conversation import Conversation
 
 log = logging.getLogger("skillsft.publish")
@@ -135,14 +133,6 @@ class LocalExport:
 
 
 # -- split and export -------------------------------------------------------------------------
-
-
-def split_by_trajectory(
-    provenance: Sequence[Provenance], fraction: float, seed: int
-) -> list[str]:
-    """The split of each record (same order), holding out whole trajectories."""
-    held_out = held_out_trajectories({line.trajectory_id for line in provenance}, fraction, seed)
-    return [VALIDATION if line.trajectory_id in held_out else TRAIN for line in provenance]
 
 
 def export_local(

@@ -10,10 +10,13 @@ response hook (the 429 watch, runtime.py) are the ones every other call uses.
 
 What a caller sees is what the SDK would give it: the answer's bytes, or the SDK's errors (a 4xx
 or 5xx is the APIStatusError subclass the client itself builds from the response, so its
-message, body and `code` are the SDK's; a timeout is APITimeoutError; any other failure to get
+message, body and `code` are the SDK's, or the same built from the public classes should a
+release rename the client's private builder; a timeout is APITimeoutError; any other failure to get
 an answer is APIConnectionError). The client's own retries are off anyway (runtime.py).
 """
 
+import contextlib
+import json
 from typing import Any
 
 import httpx2
@@ -71,5 +74,41 @@ class ChatPoster:
         except Exception as exc:  # as the SDK does: anything else is no answer
             raise openai.APIConnectionError(request=request) from exc
         if not response.is_success:  # what the SDK's raise_for_status catches
-            raise self.client._make_status_error_from_response(response)  # noqa: SLF001
+            raise status_error(self.client, response)
         return response.content
+
+
+# The SDK's error class for an HTTP status (its public classes); any other 4xx is APIStatusError.
+_STATUS_ERRORS: dict[int, type[openai.APIStatusError]] = {
+    400: openai.BadRequestError, 401: openai.AuthenticationError,
+    403: openai.PermissionDeniedError, 404: openai.NotFoundError, 409: openai.ConflictError,
+    422: openai.UnprocessableEntityError, 429: openai.RateLimitError,
+}
+
+
+def status_error(client: AsyncOpenAI, response: httpx2.Response) -> openai.APIStatusError:
+    """The error the SDK raises for this answer. The client's own builder is private
+    (`_make_status_error_from_response`): used while it exists, so message, body and `code`
+    are exactly the SDK's; if a release renames it, the same error is made from the public
+    classes (`public_status_error`) instead of every 429 and 5xx becoming an AttributeError."""
+    make = getattr(client, "_make_status_error_from_response", None)
+    return make(response) if make is not None else public_status_error(response)
+
+
+def public_status_error(response: httpx2.Response) -> openai.APIStatusError:
+    """An answer's APIStatusError built from the SDK's public classes: the message names the
+    status and, when the answer is JSON with an error message, that message; `body` is the
+    JSON's `error` member (or the JSON, or the text)."""
+    message = f"Error code: {response.status_code}"
+    text = response.text.strip()
+    body: Any = text
+    with contextlib.suppress(ValueError):  # not JSON: the text is the body
+        body = json.loads(text)
+    data = body.get("error", body) if isinstance(body, dict) else body
+    said = data.get("message") if isinstance(data, dict) else None
+    if isinstance(body, dict) and isinstance(said, str) and said:
+        message = f"{message} - {said}"
+    status = response.status_code
+    kind = _STATUS_ERRORS.get(status, openai.InternalServerError if status >= 500
+                              else openai.APIStatusError)
+    return kind(message, response=response, body=data)
