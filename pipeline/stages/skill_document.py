@@ -33,7 +33,12 @@ MAX_DESCRIPTION = 1024  # what skill loaders accept
 
 def skill_name(spec: "EnvSpec") -> str:
     """Lowercase letters, digits and hyphens: the form skill loaders require for `name`."""
-    return f"{spec.name}-skills"
+    return skill_name_of(spec.name)
+
+
+def skill_name_of(env: str) -> str:
+    """`skill_name` from the environment's name alone (the folder the document lives in)."""
+    return f"{env}-skills"
 
 
 def document_path(output_dir: str | Path, spec: "EnvSpec") -> Path:

@@ -35,6 +35,7 @@ from skillsft.pipeline.stages.publish.parquet import (
     write_shards,
 )
 from skillsft.pipeline.stages.publish.trainer_configs import assistant, user
+from skillsft.pipeline.stages.skill_document import DOCUMENT_FILE, skill_name_of
 
 PREFERENCE_FEATURES = Features(
     {"prompt": Value("string"), "chosen": Value("string"), "rejected": Value("string")}
@@ -53,7 +54,7 @@ def conversational_preference_config(env: str) -> str:
 
 
 def skills_folder(env: str) -> str:
-    return f"{workdir.SKILLS_DIR}/{env}-skills"
+    return f"{workdir.SKILLS_DIR}/{skill_name_of(env)}"
 
 
 @dataclass
@@ -137,8 +138,8 @@ def export_pairs(root: Path, env: str, pairs: Spool, chat: ConfigSpools,
 
 
 def export_skill_document(work_dir: Path, env: str, root: Path, extra: ExtraExport) -> None:
-    source = work_dir / skills_folder(env) / "SKILL.md"
-    target = root / skills_folder(env) / "SKILL.md"
+    source = work_dir / skills_folder(env) / DOCUMENT_FILE
+    target = root / skills_folder(env) / DOCUMENT_FILE
     target.unlink(missing_ok=True)
     if not source.is_file():
         return
